@@ -1,0 +1,21 @@
+# The two commands of README.md: `make up` runs the product, `make test` runs every test.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: up test install lint
+
+up: install
+	$(VENV)/bin/kb up
+
+test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q
+
+install: $(STAMP)
+
+# Reinstall only when the declared dependencies change, so a second `make` starts at once.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)

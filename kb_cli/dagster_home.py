@@ -1,0 +1,40 @@
+"""DAGSTER_HOME for an installation: instance storage in our PostgreSQL server, a bounded run
+queue and run monitoring, so a killed run does not stay STARTED."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from kb_core.database import dagster_storage_url
+from kb_core.settings import Settings
+
+__all__ = ["prepare_dagster_home"]
+
+
+def _instance_config(storage_url: str) -> dict:
+    return {
+        "storage": {"postgres": {"postgres_url": storage_url}},
+        "concurrency": {"runs": {"max_concurrent_runs": 2}},
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": 180,
+            "max_resume_run_attempts": 0,
+            "poll_interval_seconds": 30,
+        },
+        "telemetry": {"enabled": False},
+    }
+
+
+def prepare_dagster_home(settings: Settings) -> Path:
+    """Write dagster.yaml under KB_HOME and point DAGSTER_HOME at it; return the folder."""
+    home = settings.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    config = yaml.safe_dump(_instance_config(dagster_storage_url(settings)), sort_keys=False)
+    target = home / "dagster.yaml"
+    if not target.exists() or target.read_text() != config:
+        target.write_text(config)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home

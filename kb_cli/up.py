@@ -1,0 +1,76 @@
+"""`kb up`: the whole product on one machine, on 127.0.0.1, until Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kb_cli.dagster_home import prepare_dagster_home
+from kb_core.database import stop_embedded
+from kb_core.settings import REPO_ROOT, Settings
+
+__all__ = ["run_up"]
+
+log = logging.getLogger("kb.up")
+
+
+def _bin(name: str) -> str:
+    # The console scripts of this environment, not whatever else is on PATH.
+    return str(Path(sys.executable).parent / name)
+
+
+def run_up(settings: Settings, dagster_port: int, port: int) -> int:
+    """Start database, migrations, Dagster webserver and daemon, query service; stop on Ctrl-C."""
+    from kb_cli.main import prepare_database
+
+    embedded = settings.database_url is None
+    prepare_database(settings)
+    prepare_dagster_home(settings)
+    os.environ["KB_DOCS_DIRS"] = os.pathsep.join(str(d) for d in settings.docs_dirs)
+    workspace = str(REPO_ROOT / "workspace.yaml")
+    commands = {
+        "dagster-webserver": [_bin("dagster-webserver"), "-h", "127.0.0.1",
+                              "-p", str(dagster_port), "-w", workspace],
+        "dagster-daemon": [_bin("dagster-daemon"), "run", "-w", workspace],
+        "query-service": [_bin("kb"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+    }
+    children: dict[str, subprocess.Popen] = {}
+    try:
+        for name, command in commands.items():
+            children[name] = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
+            log.info("started %s (pid %d)", name, children[name].pid)
+        log.info("Dagster UI: http://127.0.0.1:%d  query service: http://127.0.0.1:%d  "
+                 "watching: %s", dagster_port, port, ", ".join(map(str, settings.docs_dirs)))
+        log.info("the folder sensor ingests new and changed documents; Ctrl-C stops everything")
+        while True:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    log.error("%s exited with status %s; stopping", name, child.returncode)
+                    return 1
+            time.sleep(1)
+    except KeyboardInterrupt:
+        log.info("stopping")
+        return 0
+    finally:
+        _stop(children)
+        if embedded:
+            stop_embedded(settings)
+
+
+def _stop(children: dict[str, subprocess.Popen]) -> None:
+    for child in children.values():
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    for name, child in children.items():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop in time; killing it", name)
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()

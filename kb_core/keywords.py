@@ -1,0 +1,72 @@
+"""Keyword terms for Japanese text: NFKC-normalized CJK 2-grams, whole Latin words and codes.
+
+The index (chunks.keywords) and questions go through the same `normalize` and `terms`, so a
+term typed as ＺＰ‐２０４１ matches zp-2041 in a document, and 第二十二条 matches 第22条.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["normalize", "terms", "to_tsvector_literal"]
+
+# Dashes and minus signs that people type inside codes; NFKC leaves most of them alone.
+_DASHES = re.compile(r"[\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff0d\u30fc\uff70]")
+_KANJI_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "三": 3, "四": 4, "五": 5,
+                 "六": 6, "七": 7, "八": 8, "九": 9}
+_KANJI_UNITS = {"十": 10, "百": 100, "千": 1000}
+_ARTICLE = re.compile(r"第([〇零一二三四五六七八九十百千]+)([条章節項号款編])")
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f\uac00-\ud7af"
+# A code: letters and digits joined by dashes (zp-2041, qc-2031); else a Latin word or digit run.
+_TOKEN = re.compile(rf"[a-z0-9]+(?:-[a-z0-9]+)*|[{_CJK}]+")
+_CODE_DASH = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
+_MAX_POSITION = 16383  # PostgreSQL's limit for a tsvector position
+
+
+def _kanji_number(text: str) -> int:
+    total, digit = 0, 0
+    for ch in text:
+        if ch in _KANJI_DIGITS:
+            digit = digit * 10 + _KANJI_DIGITS[ch]
+        else:
+            total += (digit or 1) * _KANJI_UNITS[ch]
+            digit = 0
+    return total + digit
+
+
+def normalize(text: str) -> str:
+    """NFKC, case-folded, one dash inside codes, article numbers in Arabic digits."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _ARTICLE.sub(lambda m: f"第{_kanji_number(m.group(1))}{m.group(2)}", text)
+    # A long-vowel mark is a dash only between Latin letters or digits (zp–2041, not コーヒー).
+    return re.sub(r"(?<=[a-z0-9])\s*[-" + _DASHES.pattern[1:-1] + r"]\s*(?=[a-z0-9])", "-", text)
+
+
+def terms(text: str) -> list[str]:
+    """The keyword terms of `text`, in order: CJK 2-grams, Latin words, digit runs and codes."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(normalize(text)):
+        token = match.group()
+        if token[0].isascii():
+            parts = _CODE_DASH.split(token)
+            out.extend(parts)
+            if len(parts) > 1:
+                out.append(token)
+        elif len(token) == 1:
+            out.append(token)
+        else:
+            out.extend(token[i : i + 2] for i in range(len(token) - 1))
+    return out
+
+
+def to_tsvector_literal(text: str) -> str:
+    """A tsvector literal of `text`'s terms with positions, for `%s::tsvector`."""
+    positions: dict[str, list[int]] = {}
+    for pos, term in enumerate(terms(text), start=1):
+        positions.setdefault(term, []).append(min(pos, _MAX_POSITION))
+    # tsvector keeps at most 256 positions per lexeme; more add nothing to ranking.
+    return " ".join(
+        "'{}':{}".format(term.replace("\\", "\\\\").replace("'", "''"), ",".join(map(str, p[:256])))
+        for term, p in positions.items()
+    )

@@ -1,0 +1,55 @@
+"""Turning a set of changed documents into a few runs over ranges of partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import dagster as dg
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
+
+__all__ = ["MAX_CHANGED_PER_RUN", "keys_in_runs", "partition_ranges", "range_tags"]
+
+# Enough to amortise a run's start-up; few enough that a crashed run redoes little.
+MAX_CHANGED_PER_RUN = 200
+
+_ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def partition_ranges(
+    ordered_keys: Sequence[str], changed: Iterable[str], max_changed: int = MAX_CHANGED_PER_RUN
+) -> list[tuple[str, str]]:
+    """Ranges (first, last) of `ordered_keys` covering every changed key, each with at most
+    `max_changed` changed keys. Unchanged keys inside a range are skipped cheaply by
+    raw_documents, which costs far less than another run."""
+    position = {key: i for i, key in enumerate(ordered_keys)}
+    indexes = sorted(position[k] for k in set(changed))
+    return [
+        (ordered_keys[group[0]], ordered_keys[group[-1]])
+        for group in (indexes[i : i + max_changed] for i in range(0, len(indexes), max_changed))
+    ]
+
+
+def range_tags(first: str, last: str) -> dict[str, str]:
+    return {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
+
+
+def keys_in_runs(
+    instance: dg.DagsterInstance, job_name: str, ordered_keys: Sequence[str]
+) -> set[str]:
+    """Partition keys that queued or running runs of `job_name` already cover."""
+    position = {key: i for i, key in enumerate(ordered_keys)}
+    covered: set[str] = set()
+    for run in instance.get_runs(dg.RunsFilter(job_name=job_name, statuses=_ACTIVE)):
+        first = run.tags.get(ASSET_PARTITION_RANGE_START_TAG, run.tags.get("dagster/partition"))
+        last = run.tags.get(ASSET_PARTITION_RANGE_END_TAG, first)
+        if first in position and last in position:
+            covered.update(ordered_keys[position[first] : position[last] + 1])
+    return covered

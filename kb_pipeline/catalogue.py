@@ -1,0 +1,191 @@
+"""Which files a watched folder holds, and which of them need ingesting, re-permissioning or
+removing: the decisions the sensor and `kb ingest` make before any run is launched."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from kb_core.queries import query
+from kb_pipeline.access import ACCESS_FILE, AccessError, resolve_access
+from kb_pipeline.parsing import SUPPORTED_SUFFIXES
+
+__all__ = [
+    "IngestPlan", "display_path", "file_checksum", "plan_files", "plan_folder", "scan_folder",
+]
+
+log = logging.getLogger(__name__)
+
+# Dagster refuses these inside partition keys.
+_INVALID_KEY_PARTS = ("...", "\a", "\b", "\f", "\n", "\r", "\t", "\v", "\0")
+
+
+@dataclass
+class IngestPlan:
+    """What one look at a folder (or a list of files) decided."""
+
+    seen: list[str] = field(default_factory=list)  # every ingestible file, as source_uri
+    changed: list[str] = field(default_factory=list)  # to (re)process
+    unchanged: list[str] = field(default_factory=list)
+    known_failing: list[str] = field(default_factory=list)  # failed before with these bytes
+    deleted: list[str] = field(default_factory=list)
+    regrouped: list[str] = field(default_factory=list)  # groups changed in place
+    warnings: list[str] = field(default_factory=list)
+
+    def merge(self, other: IngestPlan) -> None:
+        for name in self.__dataclass_fields__:
+            getattr(self, name).extend(getattr(other, name))
+
+
+def display_path(root: Path, file: Path) -> str:
+    """A document's path for people: relative to its watched folder, prefixed with its name."""
+    return f"{root.name}/{file.relative_to(root).as_posix()}"
+
+
+def file_checksum(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _mtime(stat: os.stat_result) -> dt.datetime:
+    # Microseconds: what timestamptz keeps, so a stored mtime compares equal to a fresh stat.
+    return dt.datetime.fromtimestamp(stat.st_mtime_ns // 1000 / 1e6, tz=dt.UTC)
+
+
+def scan_folder(root: Path, warnings: list[str]) -> list[Path]:
+    """Ingestible files under `root`, sorted; symlinks leading outside `root` are refused."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            file = Path(folder) / name
+            if name.startswith(".") or name == ACCESS_FILE:
+                continue
+            if file.suffix.lower() not in SUPPORTED_SUFFIXES:
+                continue
+            if file.is_symlink():
+                try:
+                    target = file.resolve(strict=True)
+                except (OSError, RuntimeError) as exc:
+                    warnings.append(f"{file}: broken or looping symlink ({exc})")
+                    continue
+                if root.resolve() not in target.parents:
+                    warnings.append(f"{file}: symlink leads outside the watched folder; skipped")
+                    continue
+            if any(part in str(file) for part in _INVALID_KEY_PARTS):
+                warnings.append(f"{file!s:.200}: file name contains characters that cannot name a "
+                                "document (control characters or '...'); skipped")
+                continue
+            found.append(file)
+    return found
+
+
+def plan_folder(
+    conn: psycopg.Connection,
+    root: Path,
+    pipeline_version: str,
+    fallback_groups: tuple[str, ...] | None = None,
+) -> IngestPlan:
+    """Plan a whole watched folder: new, changed and deleted files, and changed access rules.
+
+    A missing or empty folder (an unmounted share looks like one) deletes nothing.
+    """
+    plan = IngestPlan()
+    if not root.is_dir():
+        plan.warnings.append(f"watched folder {root} is missing; nothing deleted, waiting")
+        return plan
+    files = scan_folder(root, plan.warnings)
+    known = {row[0] for row in conn.execute(query("sources_under_root"), {"root": str(root)})}
+    if not files and known:
+        plan.warnings.append(
+            f"watched folder {root} is empty but {len(known)} documents were indexed from it "
+            "(unmounted share?); nothing deleted, waiting"
+        )
+        return plan
+    plan.merge(plan_files(conn, root, files, pipeline_version, fallback_groups))
+    plan.deleted = sorted(known - {str(f) for f in files})
+    return plan
+
+
+def plan_files(
+    conn: psycopg.Connection,
+    root: Path,
+    files: list[Path],
+    pipeline_version: str,
+    fallback_groups: tuple[str, ...] | None = None,
+) -> IngestPlan:
+    """Register `files` under `root` and decide for each whether it needs ingesting."""
+    plan = IngestPlan()
+    uris = [str(f) for f in files]
+    conn.execute(
+        query("register_sources"),
+        {
+            "uris": uris,
+            "paths": [display_path(root, f) for f in files],
+            "root": str(root),
+            "fallback": list(fallback_groups) if fallback_groups else None,
+        },
+    )
+    state = {row[0]: row[1:] for row in conn.execute(
+        query("document_state"), {"uris": uris, "version": pipeline_version}
+    )}
+    for file in files:
+        uri = str(file)
+        plan.seen.append(uri)
+        try:
+            stat = file.stat()
+        except OSError as exc:
+            plan.warnings.append(f"{file}: {exc.strerror}; skipped this time")
+            continue
+        (checksum, size, mtime, version, groups, rule, failed_checksum,
+         fallback) = state.get(uri, (None,) * 8)
+        if checksum is None and failed_checksum is None:
+            plan.changed.append(uri)
+            continue
+        same_stat = size == stat.st_size and mtime == _mtime(stat)
+        current = checksum if same_stat and checksum else file_checksum(file)
+        if current == checksum and version == pipeline_version:
+            plan.unchanged.append(uri)
+            if not same_stat:
+                conn.execute(query("touch_document"), {"uri": uri, "mtime": _mtime(stat)})
+            _regroup(conn, file, root, tuple(groups), rule, fallback, plan)
+        elif current == failed_checksum:
+            plan.known_failing.append(uri)
+        else:
+            plan.changed.append(uri)
+    return plan
+
+
+def _regroup(
+    conn: psycopg.Connection,
+    file: Path,
+    root: Path,
+    groups: tuple[str, ...],
+    rule: str | None,
+    fallback: list[str] | None,
+    plan: IngestPlan,
+) -> None:
+    """Apply an edited access rule to an indexed document in place: no parsing, no embedding."""
+    try:
+        access = resolve_access(file, root, tuple(fallback) if fallback else None)
+    except AccessError as exc:
+        # An unreadable rule must not widen or keep access by accident: visible to nobody.
+        plan.warnings.append(f"{exc}; documents under it are hidden until it is fixed")
+        access_groups, access_rule = (), None
+    else:
+        access_groups, access_rule = access.groups, access.rule
+    if tuple(sorted(groups)) != access_groups or rule != access_rule:
+        conn.execute(
+            query("regroup_document"),
+            {"uri": str(file), "groups": list(access_groups), "rule": access_rule},
+        )
+        plan.regrouped.append(str(file))

@@ -1,0 +1,89 @@
+"""Asset checks on search_index: integrity (blocking, ERROR) and access coverage (WARN)."""
+
+
+import dagster as dg
+
+from kb_core.queries import query
+from kb_pipeline.assets import search_index
+from kb_pipeline.resources import PostgresResource
+
+__all__ = ["INDEX_CHECKS"]
+
+
+def _rows_check(postgres: PostgresResource, name: str, what: str) -> dg.AssetCheckResult:
+    with postgres.connection() as conn:
+        rows = conn.execute(query(name)).fetchall()
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "violations": len(rows),
+            "examples": dg.MetadataValue.md(
+                "\n".join(f"- {what}: {', '.join(map(str, row))}" for row in rows) or "none"
+            ),
+        },
+    )
+
+
+@dg.asset_check(asset=search_index, blocking=True)
+def chunks_have_valid_embeddings(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Every chunk has a unit-length embedding of the index's recorded dimension."""
+    return _rows_check(postgres, "chunks_with_bad_embeddings", "document, chunk")
+
+
+@dg.asset_check(asset=search_index, blocking=True)
+def documents_have_whole_chunk_sets(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Every document has chunks 0..n-1 exactly once, carrying the document's groups."""
+    return _rows_check(
+        postgres,
+        "documents_with_broken_chunks",
+        "document, chunks, positions, last position, groups differ",
+    )
+
+
+@dg.asset_check(asset=search_index, blocking=True)
+def no_orphan_documents(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Every indexed document is a file the catalogue still knows."""
+    return _rows_check(postgres, "orphan_documents", "document")
+
+
+@dg.asset_check(asset=search_index)
+def documents_have_access_rules(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Documents without an access rule are visible to nobody: list them so someone adds one."""
+    with postgres.connection() as conn:
+        paths = [row[0] for row in conn.execute(query("documents_without_access_rule"))]
+    return dg.AssetCheckResult(
+        passed=not paths,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "documents_without_rule": len(paths),
+            "paths": dg.MetadataValue.md("\n".join(f"- {p}" for p in paths) or "none"),
+        },
+    )
+
+
+@dg.asset_check(asset=search_index)
+def no_open_ingestion_failures(postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Files that could not be ingested (their last good version, if any, is still served)."""
+    with postgres.connection() as conn:
+        rows = conn.execute(query("open_failures")).fetchall()
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "open_failures": len(rows),
+            "failures": dg.MetadataValue.md(
+                "\n".join(f"- {path} ({stage}): {error}" for path, stage, error, _ in rows)
+                or "none"
+            ),
+        },
+    )
+
+
+INDEX_CHECKS = [
+    chunks_have_valid_embeddings,
+    documents_have_whole_chunk_sets,
+    no_orphan_documents,
+    documents_have_access_rules,
+    no_open_ingestion_failures,
+]

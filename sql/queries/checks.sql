@@ -1,0 +1,39 @@
+-- name: chunks_with_bad_embeddings
+-- Chunks whose vector is missing, of another dimension than recorded, or not unit length.
+SELECT d.path, c.chunk_index
+FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.embedding IS NULL
+   OR vector_dims(c.embedding) <> (SELECT value::int FROM index_settings WHERE key = 'embedding_dim')
+   OR abs(vector_norm(c.embedding) - 1) > 0.01
+LIMIT 20;
+
+-- name: documents_with_broken_chunks
+-- Documents without chunks, or whose chunk positions are not exactly 0..n-1 (a half-replaced
+-- or duplicated document), or whose chunks disagree with them about who may read them.
+SELECT d.path,
+       count(c.id) AS chunks,
+       count(DISTINCT c.chunk_index) AS positions,
+       coalesce(max(c.chunk_index), -1) AS last_position,
+       bool_or(c.allowed_groups IS DISTINCT FROM d.allowed_groups) AS groups_differ
+FROM documents d LEFT JOIN chunks c ON c.document_id = d.id
+GROUP BY d.id, d.path
+HAVING count(c.id) = 0
+    OR count(DISTINCT c.chunk_index) <> count(c.id)
+    OR max(c.chunk_index) <> count(c.id) - 1
+    OR bool_or(c.allowed_groups IS DISTINCT FROM d.allowed_groups)
+LIMIT 20;
+
+-- name: orphan_documents
+-- Indexed documents whose file is no longer in the catalogue of watched files.
+SELECT d.path FROM documents d
+WHERE NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = d.source_uri)
+LIMIT 20;
+
+-- name: documents_without_access_rule
+SELECT path FROM documents WHERE access_rule IS NULL ORDER BY path;
+
+-- name: open_failures
+SELECT DISTINCT ON (source_uri) path, stage, error, failed_at
+FROM ingestion_failures
+WHERE resolved_at IS NULL
+ORDER BY source_uri, failed_at DESC;

@@ -1,0 +1,110 @@
+-- name: source_of
+SELECT root, path, fallback_groups FROM document_sources WHERE source_uri = %(uri)s;
+
+-- name: indexed_checksum
+SELECT checksum, pipeline_version FROM documents WHERE source_uri = %(uri)s;
+
+-- name: stage_document
+INSERT INTO staged_documents (source_uri, checksum, size_bytes, file_mtime, pipeline_version,
+                              allowed_groups, access_rule, run_id)
+VALUES (%(uri)s, %(checksum)s, %(size)s, %(mtime)s, %(version)s, %(groups)s, %(rule)s, %(run_id)s)
+ON CONFLICT (source_uri) DO UPDATE
+SET checksum = EXCLUDED.checksum, size_bytes = EXCLUDED.size_bytes,
+    file_mtime = EXCLUDED.file_mtime, pipeline_version = EXCLUDED.pipeline_version,
+    allowed_groups = EXCLUDED.allowed_groups, access_rule = EXCLUDED.access_rule,
+    run_id = EXCLUDED.run_id, parsed = NULL, chunks = NULL, embedded = false,
+    staged_at = now();
+
+-- name: staged_for_run
+SELECT source_uri, checksum, file_mtime, parsed, chunks
+FROM staged_documents
+WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s)
+ORDER BY source_uri;
+
+-- name: save_parsed
+UPDATE staged_documents SET parsed = %(parsed)s::jsonb
+WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
+
+-- name: save_chunks
+UPDATE staged_documents SET chunks = %(chunks)s::jsonb
+WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
+
+-- name: texts_to_embed
+-- Chunk texts of this run that the model has not embedded before.
+SELECT DISTINCT c->>'sha256' AS sha256, c->>'text' AS text
+FROM staged_documents s, jsonb_array_elements(s.chunks) c
+WHERE s.run_id = %(run_id)s AND s.source_uri = ANY(%(uris)s) AND NOT s.embedded
+  AND NOT EXISTS (
+      SELECT 1 FROM embedding_cache e
+      WHERE e.model = %(model)s AND e.text_sha256 = c->>'sha256'
+  );
+
+-- name: mark_embedded
+UPDATE staged_documents SET embedded = true
+WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND chunks IS NOT NULL;
+
+-- name: ready_to_index
+SELECT source_uri FROM staged_documents
+WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND embedded
+ORDER BY source_uri;
+
+-- name: upsert_document
+-- The live row of a document, from its staged version (title and revision date from the parse).
+INSERT INTO documents AS d (source_uri, path, title, mime, size_bytes, checksum, pipeline_version,
+                            allowed_groups, access_rule, revision_date, revision_source,
+                            file_mtime)
+SELECT s.source_uri, src.path, s.parsed->>'title', s.parsed->>'mime', s.size_bytes, s.checksum,
+       s.pipeline_version, s.allowed_groups, s.access_rule,
+       COALESCE((s.parsed->>'revision_date')::date, s.file_mtime::date),
+       CASE WHEN s.parsed->>'revision_date' IS NULL THEN 'mtime' ELSE 'document' END,
+       s.file_mtime
+FROM staged_documents s JOIN document_sources src USING (source_uri)
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s
+ON CONFLICT (source_uri) DO UPDATE
+SET path = EXCLUDED.path, title = EXCLUDED.title, mime = EXCLUDED.mime,
+    size_bytes = EXCLUDED.size_bytes, checksum = EXCLUDED.checksum,
+    pipeline_version = EXCLUDED.pipeline_version, allowed_groups = EXCLUDED.allowed_groups,
+    access_rule = EXCLUDED.access_rule, revision_date = EXCLUDED.revision_date,
+    revision_source = EXCLUDED.revision_source, file_mtime = EXCLUDED.file_mtime,
+    ingested_at = now()
+RETURNING d.id;
+
+-- name: delete_chunks
+DELETE FROM chunks WHERE document_id = %(document_id)s;
+
+-- name: insert_chunks
+INSERT INTO chunks (document_id, chunk_index, heading, location, content, search_text,
+                    token_count, text_sha256, allowed_groups, embedding, keywords)
+SELECT %(document_id)s, (c->>'index')::int, c->>'heading', c->>'location', c->>'content',
+       c->>'text', (c->>'token_count')::int, c->>'sha256', s.allowed_groups, e.embedding,
+       (c->>'keywords')::tsvector
+FROM staged_documents s
+CROSS JOIN jsonb_array_elements(s.chunks) c
+JOIN embedding_cache e ON e.model = %(model)s AND e.text_sha256 = c->>'sha256'
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
+
+-- name: unstage
+DELETE FROM staged_documents WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
+
+-- name: resolve_failures
+UPDATE ingestion_failures SET resolved_at = now()
+WHERE source_uri = %(uri)s AND resolved_at IS NULL;
+
+-- name: record_failure
+INSERT INTO ingestion_failures (source_uri, path, checksum, stage, pipeline_version, error, run_id)
+VALUES (%(uri)s, %(path)s, %(checksum)s, %(stage)s, %(version)s, %(error)s, %(run_id)s);
+
+-- name: failures_of_runs
+SELECT source_uri, error FROM ingestion_failures
+WHERE run_id = ANY(%(run_ids)s) AND resolved_at IS NULL;
+
+-- name: chunk_counts
+SELECT d.source_uri, count(c.id)
+FROM documents d JOIN chunks c ON c.document_id = d.id
+WHERE d.source_uri = ANY(%(uris)s)
+GROUP BY d.source_uri;
+
+-- name: open_failures_of
+SELECT DISTINCT ON (source_uri) source_uri, error FROM ingestion_failures
+WHERE source_uri = ANY(%(uris)s) AND resolved_at IS NULL
+ORDER BY source_uri, failed_at DESC;

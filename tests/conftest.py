@@ -1,0 +1,99 @@
+"""Shared fixtures: one real embedded PostgreSQL for the session, a fresh migrated database per
+test (cloned from a template), and a Dagster instance per test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from kb_core.database import start_embedded
+from kb_core.migrations import migrate
+from kb_core.settings import REPO_ROOT, Settings
+
+SAMPLES = REPO_ROOT / "samples" / "docs"
+TEMPLATE = "kb_template"
+
+
+@pytest.fixture(scope="session")
+def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Short path: the server's Unix socket lives in its data directory (108-byte limit).
+    home = Path("/tmp") / f"kbt-{uuid.uuid4().hex[:8]}"
+    home.mkdir()
+    yield home
+    from kb_core.database import stop_embedded
+
+    stop_embedded(_settings(home, ()))
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _settings(home: Path, docs: tuple[Path, ...], url: str | None = None) -> Settings:
+    return Settings(
+        home=home, database_url=url, dagster_database_url=None, docs_dirs=docs,
+        embedder="hashing", max_file_bytes=50 * 2**20,
+    )
+
+
+@pytest.fixture(scope="session")
+def admin_url(pg_home: Path) -> str:
+    kb_url = start_embedded(_settings(pg_home, ()))
+    admin = kb_url.replace("/kb?", "/postgres?")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+        conn.execute(f"CREATE DATABASE {TEMPLATE}")
+    migrate(kb_url.replace("/kb?", f"/{TEMPLATE}?"))
+    return admin
+
+
+@pytest.fixture
+def database_url(admin_url: str) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    yield admin_url.replace("/postgres?", f"/{name}?")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def docs_dir(tmp_path: Path) -> Path:
+    """A watched folder holding a copy of the sample documents."""
+    target = tmp_path / "docs"
+    shutil.copytree(SAMPLES, target)
+    return target
+
+
+@pytest.fixture
+def settings(pg_home: Path, docs_dir: Path, database_url: str,
+             monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings for a test, exported the way `kb` exports them to Dagster."""
+    monkeypatch.setenv("KB_DATABASE_URL", database_url)
+    monkeypatch.setenv("KB_EMBEDDER", "hashing")
+    monkeypatch.setenv("KB_DOCS_DIRS", str(docs_dir))
+    return _settings(pg_home, (docs_dir,), database_url)
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[psycopg.Connection]:
+    from kb_core.database import connect
+
+    with connect(database_url, autocommit=True) as c:
+        yield c
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Tests must never reach outside services; the fake servers live on 127.0.0.1.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
