@@ -16,7 +16,13 @@ __all__ = ["prepare_dagster_home"]
 
 def _instance_config(storage_url: str) -> dict:
     return {
-        "storage": {"postgres": {"postgres_url": storage_url}},
+        "storage": {
+            "custom": {
+                "module": "kb_pipeline.dagster_storage",
+                "class": "PooledPostgresStorage",
+                "config": {"postgres_url": storage_url},
+            }
+        },
         "concurrency": {"runs": {"max_concurrent_runs": 2}},
         "run_monitoring": {
             "enabled": True,
