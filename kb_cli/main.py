@@ -138,6 +138,82 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     return run_up(settings, dagster_port=args.dagster_port, port=args.port)
 
 
+def _searcher(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
+    from kb_core.database import connect
+    from kb_core.embeddings import make_embedder
+    from kb_core.index_model import check_index_model
+    from query_service.rerankers import make_reranker
+    from query_service.search import Searcher, configure_search_session
+    from query_service.synonyms import Synonyms
+
+    embedder = make_embedder(settings.embedder)
+    conn = connect(url, autocommit=True)
+    check_index_model(conn, embedder)
+    configure_search_session(conn)
+    return conn, Searcher(embedder, Synonyms.from_env(), make_reranker(settings.reranker))
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    from kb_core.evaluation import load_questions
+
+    if (args.query is None) == (args.queries is None):
+        print("give a QUERY or --queries FILE", file=sys.stderr)
+        return 2
+    conn, searcher = _searcher(settings, prepare_database(settings))
+    with conn:
+        questions = (
+            [q.question for q in load_questions(Path(args.queries), need_expected=False)]
+            if args.queries else [args.query]
+        )
+        results = [
+            searcher.search(conn, searcher.prepare(q, args.mode), list(args.groups), args.k,
+                            args.mode)[0]
+            for q in questions
+        ]
+
+    def human() -> None:
+        for result in results:
+            print(f"# {result.query}  ({result.took_ms} ms)")
+            for hit in result.hits:
+                where = " ".join(x for x in (hit.path, hit.heading, hit.page or "") if x)
+                print(f"{hit.rank:>3}. [{hit.ranks.vector or '-'}|{hit.ranks.keyword or '-'}] "
+                      f"{where}\n     {hit.content[:120]!r}")
+
+    _emit(args, {"results": results} if args.queries else results[0], human)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from kb_core.evaluation import compare_modes, evaluate, load_questions
+    from query_service.search import MODES
+
+    questions = load_questions(Path(args.file))
+    modes = MODES if args.mode == "all" else (args.mode,)
+    fetch = max(args.k, 10)  # MRR@10 and nDCG@10 need ten hits whatever k is
+    conn, searcher = _searcher(settings, prepare_database(settings))
+    report: dict[str, dict] = {}
+    with conn:
+        prepared = [searcher.prepare(q.question) for q in questions]
+        for mode in modes:
+            hits = []
+            for q, p in zip(questions, prepared, strict=True):
+                groups = q.groups if q.groups is not None else list(args.groups or ())
+                result, _ = searcher.search(conn, p, groups, fetch, mode)
+                hits.append([h.source_uri for h in result.hits])
+            report[mode] = evaluate(questions, hits, args.k)
+
+    def human() -> None:
+        print(compare_modes(report))
+        for mode, metrics in report.items():
+            print(f"\n{mode}: {len(metrics['misses'])} misses at k={args.k}")
+            for miss in metrics["misses"]:
+                print(f"  {miss['question']}  → expected {miss['expected_source']}, "
+                      f"got {', '.join(Path(t).name for t in miss['top'])}")
+
+    _emit(args, {"modes": report} if args.mode == "all" else report[args.mode], human)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
@@ -178,6 +254,25 @@ def _parser() -> argparse.ArgumentParser:
     failures = sub.add_parser("failures", help="list files that could not be ingested")
     failures.add_argument("--json", action="store_true")
     failures.set_defaults(func=cmd_failures)
+    search = sub.add_parser("search", help="hybrid search as a caller with these groups")
+    search.add_argument("query", nargs="?")
+    search.add_argument("--queries", help="a JSONL file of questions, searched in one process")
+    search.add_argument("--groups", type=_groups, required=True)
+    search.add_argument("--k", type=int, default=10)
+    search.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(func=cmd_search)
+
+    evaluation = sub.add_parser("eval", help="retrieval metrics over a question set")
+    evaluation.add_argument("file")
+    evaluation.add_argument("--groups", type=_groups, default=None,
+                            help="groups for lines without their own")
+    evaluation.add_argument("--k", type=int, default=5)
+    evaluation.add_argument("--mode", choices=["hybrid", "vector", "keyword", "all"],
+                            default="hybrid")
+    evaluation.add_argument("--json", action="store_true")
+    evaluation.set_defaults(func=cmd_eval)
+
     serve = sub.add_parser("serve", help="the query service alone")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)

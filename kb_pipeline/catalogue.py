@@ -17,7 +17,13 @@ from kb_pipeline.access import ACCESS_FILE, AccessError, resolve_access
 from kb_pipeline.parsing import SUPPORTED_SUFFIXES
 
 __all__ = [
-    "IngestPlan", "display_path", "file_checksum", "plan_files", "plan_folder", "scan_folder",
+    "IngestPlan",
+    "display_path",
+    "file_checksum",
+    "forget_files",
+    "plan_files",
+    "plan_folder",
+    "scan_folder",
 ]
 
 log = logging.getLogger(__name__)
@@ -189,3 +195,13 @@ def _regroup(
             {"uri": str(file), "groups": list(access_groups), "rule": access_rule},
         )
         plan.regrouped.append(str(file))
+
+
+def forget_files(conn: psycopg.Connection, uris: list[str]) -> None:
+    """Remove deleted files from the index, the catalogue, staging and the term statistics."""
+    if not uris:
+        return
+    with conn.transaction():
+        conn.execute(query("lock_keyword_stats"))
+        conn.execute(query("keyword_df_remove"), {"uris": uris})
+        conn.execute(query("forget_sources"), {"uris": uris})

@@ -15,7 +15,7 @@ from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.assets import documents_partitions
 from kb_pipeline.batching import partition_ranges, range_tags
-from kb_pipeline.catalogue import IngestPlan, plan_files, plan_folder
+from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
 from kb_pipeline.sensor import INGEST_JOB, raw_config
 from kb_pipeline.stages import pipeline_version
 
@@ -61,8 +61,7 @@ def ingest_paths(
                 plan.merge(plan_files(conn, path.parent, [path], version, groups))
             else:
                 plan.warnings.append(f"{path}: no such file or folder")
-        if plan.deleted:
-            conn.execute(query("forget_sources"), {"uris": plan.deleted})
+        forget_files(conn, plan.deleted)
 
     name = documents_partitions.name
     existing = set(instance.get_dynamic_partitions(name))

@@ -4,11 +4,10 @@ themselves, within one sensor interval."""
 
 import dagster as dg
 
-from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.assets import documents_partitions
 from kb_pipeline.batching import keys_in_runs, partition_ranges, range_tags
-from kb_pipeline.catalogue import IngestPlan, plan_folder
+from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.stages import pipeline_version
 
@@ -45,8 +44,7 @@ def docs_folder_sensor(
     with postgres.connection() as conn:
         for root in settings.docs_dirs:
             plan.merge(plan_folder(conn, root, version))
-        if plan.deleted:
-            conn.execute(query("forget_sources"), {"uris": plan.deleted})
+        forget_files(conn, plan.deleted)
     for warning in plan.warnings:
         context.log.warning(warning)
 

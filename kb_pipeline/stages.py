@@ -20,7 +20,7 @@ import psycopg
 
 from kb_core.embeddings import Embedder
 from kb_core.index_model import record_index_model
-from kb_core.keywords import to_tsvector_literal
+from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.queries import query
 from kb_pipeline.access import AccessError, resolve_access
 from kb_pipeline.catalogue import file_checksum
@@ -46,7 +46,10 @@ CHUNK_OVERLAP_TOKENS = 64
 
 def pipeline_version(embedder: Embedder) -> str:
     """What decides, with the file's SHA-256, whether an indexed document is current."""
-    return f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};embedder={embedder.name}"
+    return (
+        f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};keywords={KEYWORDS_VERSION};"
+        f"embedder={embedder.name}"
+    )
 
 
 @dataclass
@@ -248,14 +251,17 @@ def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
     for (uri,) in conn.execute(query("ready_to_index"), _params(scope)).fetchall():
         params = {"uri": uri, "run_id": scope.run_id, "model": embedder.name}
         with conn.transaction():
+            conn.execute(query("lock_keyword_stats"))
             record_index_model(conn, embedder)
             row = conn.execute(query("upsert_document"), params).fetchone()
             if row is None:  # taken over by a newer run meanwhile
                 continue
+            conn.execute(query("keyword_df_remove"), {"uris": [uri]})
             conn.execute(query("delete_chunks"), {"document_id": row[0]})
             inserted = conn.execute(
                 query("insert_chunks"), {**params, "document_id": row[0]}
             ).rowcount
+            conn.execute(query("keyword_df_add"), {"document_id": row[0]})
             conn.execute(query("resolve_failures"), params)
             conn.execute(query("unstage"), params)
         report.documents += 1

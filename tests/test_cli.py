@@ -22,15 +22,24 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
 KB = str(Path(sys.executable).parent / "kb")
 
 
-@pytest.fixture
-def kb_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A separate installation: its own KB_HOME and embedded server, default embedder."""
+def _installation() -> tuple[dict[str, str], Path]:
     home = Path("/tmp") / f"kbc-{uuid.uuid4().hex[:8]}"  # short: the socket lives in it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "DAGSTER_"))}
     env["KB_HOME"] = str(home)
-    yield env
+    return env, home
+
+
+def _remove(env: dict[str, str], home: Path) -> None:
     subprocess.run([KB, "db", "stop"], env=env, capture_output=True, timeout=60)
     shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def kb_env() -> Iterator[dict[str, str]]:
+    """A separate installation: its own KB_HOME and embedded server, default embedder."""
+    env, home = _installation()
+    yield env
+    _remove(env, home)
 
 
 def kb_json(env: dict[str, str], *args: str, timeout: float = 600) -> dict:
@@ -40,23 +49,65 @@ def kb_json(env: dict[str, str], *args: str, timeout: float = 600) -> dict:
     return json.loads(done.stdout)
 
 
-def test_kb_ingest_twice_offline_prints_the_contract_json(kb_env, tmp_path):
-    docs = tmp_path / "docs"
+@pytest.fixture(scope="module")
+def samples_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, dict, dict]]:
+    """The samples ingested twice by `kb ingest`, offline, with the real embedder."""
+    env, home = _installation()
+    docs = tmp_path_factory.mktemp("cli") / "docs"
     shutil.copytree(SAMPLES, docs)
+    try:
+        first = kb_json(env, "ingest", str(docs))
+        second = kb_json(env, "ingest", str(docs))
+        yield env, first, second
+    finally:
+        _remove(env, home)
 
-    first = kb_json(kb_env, "ingest", str(docs))
-    second = kb_json(kb_env, "ingest", str(docs))
 
+def test_kb_ingest_twice_offline_prints_the_contract_json(samples_index):
+    env, first, second = samples_index
     keys = {"documents", "ingested", "skipped", "deleted", "failed", "chunks"}
     assert keys <= first.keys() and keys <= second.keys()
     assert first["failed"] == [] and first["documents"] == first["ingested"] >= 12
     assert first["chunks"] > first["documents"]
     assert (second["ingested"], second["skipped"], second["chunks"]) == (0, first["documents"], 0)
 
-    listed = kb_json(kb_env, "docs")["documents"]
+    listed = kb_json(env, "docs")["documents"]
     assert len(listed) == first["documents"]
     assert all(d["allowed_groups"] and d["chunks"] > 0 for d in listed)
-    assert kb_json(kb_env, "failures") == {"failures": []}
+    assert kb_json(env, "failures") == {"failures": []}
+
+
+def test_kb_search_offline_prints_the_contract_json(samples_index):
+    env, _, _ = samples_index
+    result = kb_json(env, "search", "ZP-2041の保証期間は？", "--groups", "all-employees",
+                     "--k", "5")
+    assert {"query", "took_ms", "hits"} <= result.keys() and len(result["hits"]) == 5
+    hit = result["hits"][0]
+    assert {"rank", "chunk_id", "document_id", "source_uri", "path", "title", "heading", "page",
+            "chunk_index", "content", "score", "ranks"} <= hit.keys()
+    assert set(hit["ranks"]) == {"vector", "keyword"}
+    assert any("製品保証規定" in h["path"] for h in result["hits"][:3])
+    assert all("/hr/" not in h["path"] for h in result["hits"])
+
+
+def test_kb_search_runs_a_question_file_in_one_process(samples_index, tmp_path):
+    env, _, _ = samples_index
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "有給休暇"}\n{"question": "QC-2031"}\n', encoding="utf-8")
+    results = kb_json(env, "search", "--queries", str(questions), "--groups", "engineering")
+    assert [r["query"] for r in results["results"]] == ["有給休暇", "QC-2031"]
+    assert "QC-2031" in results["results"][1]["hits"][0]["path"]
+
+
+def test_kb_eval_on_the_development_set_compares_modes(samples_index):
+    env, _, _ = samples_index
+    report = kb_json(env, "eval", str(SAMPLES.parent / "eval.jsonl"), "--mode", "all",
+                     "--groups", "all-employees")
+    assert set(report["modes"]) == {"hybrid", "vector", "keyword"}
+    hybrid = report["modes"]["hybrid"]
+    assert hybrid["n"] >= 40 and set(hybrid["recall"]) == {"1", "5", "10"}
+    # A quality floor on our development set (README has the measured figures).
+    assert hybrid["recall"]["5"] >= 0.9 and hybrid["mrr_at_10"] >= 0.85
 
 
 def test_kb_db_commands_manage_the_embedded_server(kb_env):

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Embedder", "UnknownEmbedderError", "make_embedder"]
+__all__ = ["Embedder", "UnknownEmbedderError", "l2_normalize", "make_embedder"]
 
 
 class Embedder(Protocol):
@@ -30,6 +30,12 @@ class Embedder(Protocol):
 
 class UnknownEmbedderError(ValueError):
     pass
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows left as they are), as the index expects."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
 
 
 def make_embedder(name: str) -> Embedder:

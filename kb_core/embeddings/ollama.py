@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from kb_core.embeddings.openai import _normalized
+from kb_core.embeddings import l2_normalize
 from kb_core.embeddings.tokens import E5_WINDOW, count_tokens
 
 __all__ = ["OllamaEmbedder"]
@@ -48,7 +48,7 @@ class OllamaEmbedder:
                 f"Ollama model {self.model} returned vectors of shape {vectors.shape}, "
                 f"expected ({len(texts)}, {self.dim}): set KB_OLLAMA_EMBEDDING_DIM"
             )
-        return _normalized(vectors)
+        return l2_normalize(vectors)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]

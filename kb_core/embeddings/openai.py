@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kb_core.embeddings import l2_normalize
 from kb_core.embeddings.tokens import E5_WINDOW, count_tokens
 
 __all__ = ["OpenAIEmbedder"]
@@ -41,15 +42,10 @@ class OpenAIEmbedder:
             batch = texts[start : start + self.batch_size]
             reply = client.embeddings.create(model=self.model, input=batch, dimensions=self.dim)
             rows.extend(item.embedding for item in sorted(reply.data, key=lambda d: d.index))
-        return _normalized(np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim))
+        return l2_normalize(np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
 
     def count_tokens(self, text: str) -> int:
         return count_tokens(text)
-
-
-def _normalized(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1, norms)

@@ -8,7 +8,11 @@ FROM unnest(%(uris)s::text[], %(paths)s::text[]) AS f (uri, path)
 ON CONFLICT (source_uri) DO UPDATE
 SET path = EXCLUDED.path,
     root = EXCLUDED.root,
-    fallback_groups = COALESCE(EXCLUDED.fallback_groups, document_sources.fallback_groups);
+    fallback_groups = COALESCE(EXCLUDED.fallback_groups, document_sources.fallback_groups)
+-- The sensor registers every file on every tick: write only what changed, not a new row version.
+WHERE (document_sources.path, document_sources.root) IS DISTINCT FROM (EXCLUDED.path, EXCLUDED.root)
+   OR (EXCLUDED.fallback_groups IS NOT NULL
+       AND EXCLUDED.fallback_groups IS DISTINCT FROM document_sources.fallback_groups);
 
 -- name: document_state
 -- The indexed state of each file, and the bytes of its last unresolved failure (if any).

@@ -1,0 +1,100 @@
+"""Rerankers: reorder the fused (RRF) candidates of a search before the answerer sees them.
+
+`make_reranker(name)` (KB_RERANKER) imports a provider only inside its own branch and fails
+loudly on an unknown name. `rerank_or_fallback` is what the search path calls: a reranker that
+fails or times out costs the caller its reordering, never its search.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+import msgspec
+
+__all__ = [
+    "Candidate",
+    "Reranker",
+    "RerankerConfigError",
+    "UnknownRerankerError",
+    "make_reranker",
+    "rerank_or_fallback",
+]
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    """One fused search hit offered to a reranker."""
+
+    chunk_id: int
+    text: str
+
+
+class Reranker(Protocol):
+    """What every reranker offers."""
+
+    name: str  # provider and model, e.g. "cohere/rerank-v3.5"; "none" keeps the fused order
+
+    def rerank(self, query: str, candidates: list[Candidate], top_n: int) -> list[int]:
+        """Chunk ids of `candidates`, best first, at most `top_n` of them."""
+        ...
+
+
+class RerankerConfigError(ValueError):
+    """A reranker cannot be built from the configuration (unknown name, missing key)."""
+
+
+class UnknownRerankerError(RerankerConfigError):
+    pass
+
+
+def make_reranker(name: str) -> Reranker:
+    """The reranker called `name` (KB_RERANKER): none, cohere or llm."""
+    if name == "none":
+        from query_service.rerankers.none import KeepOrderReranker
+
+        return KeepOrderReranker()
+    if name == "cohere":
+        from query_service.rerankers.cohere import CohereReranker
+
+        return CohereReranker.from_env()
+    if name == "llm":
+        from query_service.rerankers.llm import LLMReranker
+
+        return LLMReranker.from_env()
+    raise UnknownRerankerError(
+        f"unknown reranker {name!r} (KB_RERANKER): expected none, cohere or llm"
+    )
+
+
+def rerank_or_fallback(
+    reranker: Reranker,
+    query: str,
+    candidates: list[Candidate],
+    top_n: int,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> tuple[list[int], str | None]:
+    """(chunk ids best first, warning or None); on any reranker failure, the fused order."""
+    fused = [c.chunk_id for c in candidates[: max(top_n, 0)]]
+    if not fused:
+        return [], None
+    try:
+        order = reranker.rerank(query, candidates, top_n)
+        _check_order(order, candidates, top_n)
+    # Deliberately broad: a provider can fail in ways no list of exceptions anticipates
+    # (network, HTTP status, SDK validation, a reply we cannot parse), and the search must
+    # still answer. The failure is logged in full and reported to the caller as a warning.
+    except Exception as exc:  # noqa: BLE001
+        log.warning(
+            "reranker %s failed (%s: %s); fused order kept",
+            reranker.name, type(exc).__name__, exc,
+        )
+        # Only the exception's type reaches the caller: its message may carry URLs or keys.
+        return fused, f"reranker {reranker.name} failed ({type(exc).__name__}); fused order kept"
+    return order, None
+
+
+def _check_order(order: list[int], candidates: list[Candidate], top_n: int) -> None:
+    """Raise ValueError unless `order` holds distinct candidate ids, at most `top_n`."""
+    known = {c.chunk_id for c in candidates}
+    if len(order) > top_n or len(set(order)) != len(order) or not known.issuperset(order):
+        raise ValueError(f"reranker returned an invalid order: {order[:20]!r}")

@@ -1,0 +1,195 @@
+"""Hybrid retrieval: the vector leg (HNSW, iterative scan) and the 2-gram keyword leg, both
+filtered by the caller's groups inside SQL, fused by Reciprocal Rank Fusion in one query."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+import numpy as np
+import psycopg
+
+from kb_core.embeddings import Embedder
+from kb_core.queries import query
+from query_service.planner import QueryPlan, plan_question
+from query_service.rerankers import Candidate, Reranker, rerank_or_fallback
+from query_service.synonyms import Synonyms
+
+__all__ = [
+    "MODES",
+    "Evidence",
+    "PreparedQuery",
+    "Ranks",
+    "SearchHit",
+    "SearchResult",
+    "Searcher",
+    "configure_search_session",
+    "hybrid_search",
+]
+
+Mode = Literal["hybrid", "vector", "keyword"]
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+
+# Measured on samples/eval.jsonl (README): recall stops improving above ef_search 40 on the
+# samples; 100 leaves room for selective group filters at 100k chunks.
+EF_SEARCH = 100
+LEG_LIMIT = 50  # candidates each leg contributes to fusion
+MAX_TERMS = 16  # informative query terms the keyword leg searches for
+MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
+MAX_CANDIDATES = 2000  # keyword matches scored per query
+RERANK_CANDIDATES = 20  # fused hits a reranker reorders
+
+log = logging.getLogger(__name__)
+
+
+class Ranks(msgspec.Struct):
+    vector: int | None
+    keyword: int | None
+
+
+class SearchHit(msgspec.Struct):
+    """One passage as `kb search` and `POST /v1/search` return it (DESIGN.md)."""
+
+    rank: int
+    chunk_id: int
+    document_id: int
+    source_uri: str
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    chunk_index: int
+    content: str
+    score: float
+    ranks: Ranks
+
+
+class Evidence(msgspec.Struct):
+    """Raw relevance signals of a hit, for deciding "not found" (fused scores are only ranks)."""
+
+    similarity: float | None
+    keyword_score: float | None
+
+
+class SearchResult(msgspec.Struct):
+    query: str
+    took_ms: float
+    hits: list[SearchHit]
+
+
+def configure_search_session(conn: psycopg.Connection) -> None:
+    """Session settings for filtered HNSW search: keep scanning until k rows pass the filter."""
+    conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
+    conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
+
+
+def hybrid_search(
+    conn: psycopg.Connection,
+    plan: QueryPlan,
+    query_vector: np.ndarray | None,
+    groups: list[str],
+    k: int = 10,
+    mode: Mode = "hybrid",
+) -> tuple[SearchResult, list[Evidence]]:
+    """The top `k` passages the caller's groups may see, best first, with their evidence."""
+    started = time.perf_counter()
+    use_vector = mode in ("hybrid", "vector") and query_vector is not None
+    use_keyword = mode in ("hybrid", "keyword")
+    terms = plan.terms if use_keyword else []
+    params = {
+        "terms": [t.term for t in terms],
+        "weights": [t.weight for t in terms],
+        "prefixes": [t.prefix for t in terms],
+        "phrase_ids": [t.phrase for t in terms],
+        "phrases": plan.phrases if use_keyword else [],
+        "code_query": plan.code_query,
+        "groups": groups,
+        "query_vector": query_vector if use_vector else _PLACEHOLDER,
+        "vector_limit": LEG_LIMIT if use_vector else 0,
+        "leg_limit": LEG_LIMIT if use_keyword else 0,
+        "max_terms": MAX_TERMS,
+        "max_share": MAX_SHARE,
+        "max_candidates": MAX_CANDIDATES,
+        "k": k,
+    }
+    rows = conn.execute(query("hybrid_search"), params).fetchall()
+    hits, evidence = [], []
+    for rank, row in enumerate(rows, start=1):
+        (chunk_id, document_id, source_uri, path, title, heading, page, chunk_index, content,
+         score, vector_rank, keyword_rank, similarity, keyword_score) = row
+        hits.append(SearchHit(
+            rank=rank, chunk_id=chunk_id, document_id=document_id, source_uri=source_uri,
+            path=path, title=title, heading=heading, page=page, chunk_index=chunk_index,
+            content=content, score=round(float(score), 6),
+            ranks=Ranks(vector=vector_rank, keyword=keyword_rank),
+        ))
+        evidence.append(Evidence(
+            similarity=None if similarity is None else float(similarity),
+            keyword_score=None if keyword_score is None else float(keyword_score),
+        ))
+    took_ms = round((time.perf_counter() - started) * 1000, 1)
+    return SearchResult(query=plan.question, took_ms=took_ms, hits=hits), evidence
+
+
+# A unit vector the SQL never compares against (the vector leg's LIMIT is 0 when unused).
+_PLACEHOLDER = np.eye(1, 384, dtype=np.float32)[0]
+
+
+class Searcher:
+    """Question in, ranked passages out: planning, query embedding, the hybrid query and the
+    optional reranker."""
+
+    def __init__(
+        self, embedder: Embedder, synonyms: Synonyms, reranker: Reranker | None = None
+    ) -> None:
+        self.embedder = embedder
+        self.synonyms = synonyms
+        self.reranker = reranker if reranker is not None and reranker.name != "none" else None
+
+    def prepare(self, question: str, mode: Mode = "hybrid") -> PreparedQuery:
+        """Plan the question and embed it (the vector is reused across modes by `kb eval`)."""
+        started = time.perf_counter()
+        plan = plan_question(question, self.synonyms)
+        vector = self.embedder.embed_query(plan.embed_text) if mode != "keyword" else None
+        return PreparedQuery(plan, vector, (time.perf_counter() - started) * 1000)
+
+    def search(
+        self,
+        conn: psycopg.Connection,
+        prepared: PreparedQuery,
+        groups: list[str],
+        k: int = 10,
+        mode: Mode = "hybrid",
+    ) -> tuple[SearchResult, list[Evidence]]:
+        started = time.perf_counter()
+        fetch = max(k, RERANK_CANDIDATES) if self.reranker else k
+        result, evidence = hybrid_search(
+            conn, prepared.plan, prepared.vector, groups, fetch, mode
+        )
+        if self.reranker:
+            result, evidence = self._rerank(result, evidence, k)
+        took = (time.perf_counter() - started) * 1000 + prepared.took_ms
+        result.took_ms = round(took, 1)
+        return result, evidence
+
+    def _rerank(
+        self, result: SearchResult, evidence: list[Evidence], k: int
+    ) -> tuple[SearchResult, list[Evidence]]:
+        candidates = [Candidate(h.chunk_id, h.content) for h in result.hits]
+        order, _ = rerank_or_fallback(self.reranker, result.query, candidates, k, log)
+        position = {hit.chunk_id: i for i, hit in enumerate(result.hits)}
+        picked = [position[chunk_id] for chunk_id in order]
+        hits = [msgspec.structs.replace(result.hits[i], rank=n)
+                for n, i in enumerate(picked, start=1)]
+        result = SearchResult(query=result.query, took_ms=result.took_ms, hits=hits)
+        return result, [evidence[i] for i in picked]
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    plan: QueryPlan
+    vector: np.ndarray | None
+    took_ms: float

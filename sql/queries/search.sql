@@ -1,0 +1,97 @@
+-- name: hybrid_search
+-- Both legs and their fusion in one round trip. Each leg filters by the caller's groups
+-- before ranking; the fused order is Reciprocal Rank Fusion (k = 60) plus one rank-1 share for
+-- passages containing every code of the question (ZP-2041, 第22条).
+WITH total AS (
+    SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
+),
+q AS (
+    SELECT t.term, t.weight, t.prefix, t.phrase,
+           coalesce(d.df, 0)::float8 / greatest(total.n, 1) AS share,
+           ln(1 + (total.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
+    FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(prefixes)s::bool[],
+                %(phrase_ids)s::int[]) AS t (term, weight, prefix, phrase)
+    CROSS JOIN total
+    LEFT JOIN keyword_df d ON d.term = t.term AND NOT t.prefix
+),
+-- The informative terms: the most telling few, leaving out those in most passages (です, する)
+-- unless nothing else is left, so latency does not grow with how common a question's words are.
+informative AS (
+    SELECT * FROM q
+    WHERE share <= %(max_share)s OR NOT EXISTS (SELECT 1 FROM q WHERE share <= %(max_share)s)
+    ORDER BY weight * idf DESC
+    LIMIT %(max_terms)s
+),
+tsq AS (
+    SELECT string_agg(quote_literal(term) || CASE WHEN prefix THEN ':*' ELSE '' END, ' | ')::tsquery
+           AS query
+    FROM informative
+),
+kw_candidates AS (
+    SELECT c.id, c.keywords, c.token_count
+    FROM chunks c
+    WHERE c.keywords @@ (SELECT query FROM tsq)
+      AND c.allowed_groups && %(groups)s::text[]
+    LIMIT %(max_candidates)s
+),
+kw_terms AS (
+    -- BM25 over 2-grams: k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens (chunks are
+    -- bounded by the embedding window, so lengths vary little).
+    SELECT k.id, sum(
+        i.weight * i.idf * (cardinality(u.positions) * 2.2)
+        / (cardinality(u.positions) + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))
+    ) AS score
+    FROM kw_candidates k
+    CROSS JOIN LATERAL unnest(k.keywords) AS u
+    JOIN informative i
+      ON (NOT i.prefix AND u.lexeme = i.term) OR (i.prefix AND starts_with(u.lexeme, i.term))
+    GROUP BY k.id
+),
+kw_phrases AS (
+    SELECT k.id, 0.5 * sum(p.weight) AS bonus
+    FROM kw_candidates k
+    JOIN (SELECT phrase, sum(weight * idf) AS weight FROM q WHERE phrase IS NOT NULL
+          GROUP BY phrase) p
+      ON k.keywords @@ (%(phrases)s::tsquery[])[p.phrase + 1]
+    GROUP BY k.id
+),
+kw AS (
+    SELECT t.id, t.score + coalesce(p.bonus, 0) AS score,
+           row_number() OVER (ORDER BY t.score + coalesce(p.bonus, 0) DESC, t.id) AS rank
+    FROM kw_terms t LEFT JOIN kw_phrases p USING (id)
+    ORDER BY rank
+    LIMIT %(leg_limit)s
+),
+vec_nearest AS (
+    SELECT c.id, c.embedding <=> %(query_vector)s::vector AS distance
+    FROM chunks c
+    WHERE c.allowed_groups && %(groups)s::text[]
+    ORDER BY c.embedding <=> %(query_vector)s::vector
+    LIMIT %(vector_limit)s
+),
+vec AS (
+    SELECT id, 1 - distance AS similarity, row_number() OVER (ORDER BY distance, id) AS rank
+    FROM vec_nearest
+),
+coded AS (
+    SELECT c.id FROM chunks c
+    WHERE %(code_query)s::tsquery IS NOT NULL
+      AND c.id IN (SELECT id FROM vec UNION SELECT id FROM kw)
+      AND c.keywords @@ %(code_query)s::tsquery
+),
+fused AS (
+    SELECT coalesce(v.id, k.id) AS id, v.rank AS vector_rank, k.rank AS keyword_rank,
+           v.similarity, k.score AS keyword_score,
+           coalesce(1.0 / (60 + v.rank), 0) + coalesce(1.0 / (60 + k.rank), 0)
+           + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded) THEN 1.0 / 61 ELSE 0 END
+           AS score
+    FROM vec v FULL OUTER JOIN kw k ON k.id = v.id
+)
+SELECT f.id AS chunk_id, d.id AS document_id, d.source_uri, d.path, d.title, c.heading,
+       c.location AS page, c.chunk_index, c.content, f.score, f.vector_rank, f.keyword_rank,
+       f.similarity, f.keyword_score
+FROM fused f
+JOIN chunks c ON c.id = f.id
+JOIN documents d ON d.id = c.document_id
+ORDER BY f.score DESC, f.id
+LIMIT %(k)s;

@@ -1,0 +1,204 @@
+"""Hybrid retrieval over a real index: codes, 2-grams, synonyms, fusion and permissions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from kb_core.embeddings import make_embedder
+from kb_core.queries import query
+from kb_pipeline.definitions import defs
+from kb_pipeline.ingest import ingest_paths
+from query_service.search import MODES, Searcher, configure_search_session
+from query_service.synonyms import Synonyms
+
+CORPUS = {
+    "all/QC-2031_報告書.md": "# QC-2031 品質検査報告書\n\n対象製品ZP-2041の吐出量が"
+                             "規格を下回った。",
+    "all/QC-2013_報告書.md": "# QC-2013 品質検査報告書\n\nZP-2014のOリングから漏れ。過去の類似事例"
+                             "として品質検査報告書を参照した。品質検査の手順を見直す。",
+    "all/都庁.md": "# 見学会\n\n東京都庁の展望室を見学する。集合は正面玄関。",
+    "all/東京.md": "# 出張\n\n東京の本社から都庁方面へ移動する。東京駅集合。都庁は遠い。東京。",
+    "all/就業規則.md": "# 就業規則\n\n## 第22条（副業）\n副業は届出制とし、"
+                       "開始の30日前までに届け出る。",
+    "all/寮.md": "# 福利厚生\n\n独身寮の入居資格は入社3年目までとする。",
+    "all/休暇.md": "# 休暇規程\n\n年次有給休暇は取得日の3営業日前までに申請する。",
+    "secret/給与.md": "# 給与規程\n\n給与支給日は毎月25日とする。ZP-2041担当者の手当を含む。",
+}
+
+
+@pytest.fixture
+def corpus(settings, instance, tmp_path) -> Path:
+    root = tmp_path / "corpus"
+    for rel, text in CORPUS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    (root / "all" / "_access.toml").write_text('groups = ["all-employees"]\n')
+    (root / "secret" / "_access.toml").write_text('groups = ["hr"]\n')
+    summary = ingest_paths([root], None, settings, settings.database_url, instance, defs)
+    assert summary.ingested == len(CORPUS)
+    return root
+
+
+@pytest.fixture
+def searcher(tmp_path) -> Searcher:
+    synonyms = tmp_path / "synonyms.txt"
+    synonyms.write_text("有給 = 年休 = 年次有給休暇\n", encoding="utf-8")
+    return Searcher(make_embedder("hashing"), Synonyms(synonyms))
+
+
+def top_paths(conn, searcher, question, groups=("all-employees",), mode="hybrid", k=5):
+    configure_search_session(conn)
+    result, _ = searcher.search(conn, searcher.prepare(question, mode), list(groups), k, mode)
+    return [Path(h.path).name for h in result.hits]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "keyword"])
+def test_code_question_finds_that_code_not_a_look_alike(corpus, conn, searcher, mode):
+    assert top_paths(conn, searcher, "QC-2031 はどこ？", mode=mode)[0] == "QC-2031_報告書.md"
+    assert top_paths(conn, searcher, "QC-2013の内容", mode=mode)[0] == "QC-2013_報告書.md"
+
+
+@pytest.mark.parametrize("written", ["ZP‐2041", "ＺＰ－２０４１", "zp−2041", "ZP – 2041"])
+def test_dash_and_width_variants_of_a_code_match(corpus, conn, searcher, written):
+    assert top_paths(conn, searcher, f"{written}の吐出量", mode="keyword")[0] == "QC-2031_報告書.md"
+
+
+def test_adjacent_bigrams_rank_above_scattered_ones(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "東京都庁", mode="keyword")[:2] == ["都庁.md", "東京.md"]
+
+
+def test_kanji_article_number_matches_arabic_numerals(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "第二十二条は？", mode="keyword")[0] == "就業規則.md"
+
+
+def test_one_character_question_still_finds_passages(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "寮", mode="keyword") == ["寮.md"]
+
+
+def test_synonyms_expand_questions_and_reload_when_the_file_changes(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "年休", mode="keyword") == ["休暇.md"]
+    searcher.synonyms.path.write_text("# emptied\n", encoding="utf-8")
+    assert top_paths(conn, searcher, "年休", mode="keyword") == []
+
+
+def test_hits_report_their_rank_in_each_leg(corpus, conn, searcher):
+    configure_search_session(conn)
+    result, evidence = searcher.search(conn, searcher.prepare("有給休暇の申請期限"),
+                                       ["all-employees"], 5, "hybrid")
+    top = result.hits[0]
+    assert top.path.endswith("休暇.md")
+    assert top.ranks.vector is not None and top.ranks.keyword is not None
+    assert evidence[0].similarity is not None and evidence[0].keyword_score > 0
+    assert [h.rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+
+
+def test_keyword_mode_reports_no_vector_ranks_and_vector_mode_no_keyword_ranks(
+    corpus, conn, searcher
+):
+    configure_search_session(conn)
+    prepared = searcher.prepare("年次有給休暇")
+    keyword, _ = searcher.search(conn, prepared, ["all-employees"], 5, "keyword")
+    vector, _ = searcher.search(conn, prepared, ["all-employees"], 5, "vector")
+    assert keyword.hits and all(h.ranks.vector is None for h in keyword.hits)
+    assert vector.hits and all(h.ranks.keyword is None for h in vector.hits)
+
+
+def test_callers_without_a_group_see_nothing_of_its_documents(corpus, conn, searcher):
+    for mode in MODES:
+        assert "給与.md" not in top_paths(conn, searcher, "給与支給日", mode=mode, k=20)
+        assert top_paths(conn, searcher, "給与支給日", groups=("hr",), mode=mode)[0] == "給与.md"
+    assert top_paths(conn, searcher, "給与支給日", groups=(), k=20) == []
+
+
+_GROUPS = ["all-employees", "hr", "engineering", "qa", "executives"]
+_QUESTIONS = st.sampled_from([
+    "ZP-2041", "QC-2031 はどこ？", "東京都庁", "第22条", "寮", "年休", "給与支給日",
+    "品質検査報告書", "副業の届出", "の", "a",
+]) | st.text(alphabet="品質検査給与東京都庁年休寮ZP-2041 の", min_size=1, max_size=12)
+
+
+@hypothesis_settings(max_examples=150, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
+                        max_size=len(CORPUS)),
+    caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
+    question=_QUESTIONS,
+    mode=st.sampled_from(MODES),
+)
+def test_no_hit_ever_comes_from_a_document_outside_the_callers_groups(
+    corpus, conn, searcher, assignment, caller, question, mode
+):
+    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
+    for uri, groups in zip(uris, assignment, strict=True):
+        conn.execute(query("regroup_document"),
+                     {"uri": uri, "groups": sorted(groups), "rule": "test"})
+    allowed = {uri: set(groups) for uri, groups in zip(uris, assignment, strict=True)}
+    configure_search_session(conn)
+    result, _ = searcher.search(conn, searcher.prepare(question, mode), sorted(caller), 20, mode)
+    for hit in result.hits:
+        assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
+
+
+def test_reranker_reorders_the_fused_hits(corpus, conn, monkeypatch):
+    from query_service.rerankers import make_reranker
+    from tests.fake_servers import fake_server
+
+    def reverse(body: dict) -> tuple[int, dict]:
+        n = len(body["documents"])
+        results = [{"index": i, "relevance_score": (i + 1) / n} for i in reversed(range(n))]
+        return 200, {"id": "x", "results": results[: body["top_n"]]}
+
+    with fake_server({"/v2/rerank": reverse}) as fake:
+        monkeypatch.setenv("COHERE_BASE_URL", fake.url)
+        monkeypatch.setenv("COHERE_API_KEY", "test-key")
+        plain = Searcher(make_embedder("hashing"), Synonyms(Path("/nonexistent")))
+        reranked = Searcher(plain.embedder, plain.synonyms, make_reranker("cohere"))
+        configure_search_session(conn)
+        fused, _ = plain.search(conn, plain.prepare("品質検査報告書"), ["all-employees"], 20)
+        result, _ = reranked.search(conn, reranked.prepare("品質検査報告書"), ["all-employees"], 3)
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in fused.hits][::-1][:3]
+    assert [h.rank for h in result.hits] == [1, 2, 3]
+
+
+def test_failing_reranker_keeps_the_fused_order(corpus, conn, monkeypatch):
+    from query_service.rerankers import make_reranker
+    from tests.fake_servers import fake_server
+
+    with fake_server({"/v2/rerank": lambda body: (500, {"message": "down"})}) as fake:
+        monkeypatch.setenv("COHERE_BASE_URL", fake.url)
+        monkeypatch.setenv("COHERE_API_KEY", "test-key")
+        plain = Searcher(make_embedder("hashing"), Synonyms(Path("/nonexistent")))
+        reranked = Searcher(plain.embedder, plain.synonyms, make_reranker("cohere"))
+        configure_search_session(conn)
+        fused, _ = plain.search(conn, plain.prepare("品質検査報告書"), ["all-employees"], 3)
+        result, _ = reranked.search(conn, reranked.prepare("品質検査報告書"), ["all-employees"], 3)
+    assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in fused.hits]
+
+
+def test_keyword_leg_uses_the_gin_index_for_a_selective_term(conn):
+    # 20,000 synthetic chunks, one of which holds the rare term: the plan must not scan them all.
+    conn.execute(
+        "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
+        "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "
+        "('/x', 'x', 'x', 'text/plain', 1, 'c', 'v', '{g}', 'mtime', now())"
+    )
+    conn.execute(
+        "INSERT INTO chunks (document_id, chunk_index, heading, content, search_text, "
+        "token_count, text_sha256, allowed_groups, embedding, keywords) "
+        "SELECT d.id, i, '', 'c', 'c', 10, md5(i::text), '{g}', "
+        "  (SELECT array_fill(0.0, ARRAY[383]) || ARRAY[1.0])::vector, "
+        "  CASE WHEN i = 7 THEN '''zq-9999'' ''規程''' ELSE '''規程'' ''休暇''' END::tsvector "
+        "FROM documents d, generate_series(0, 19999) i"
+    )
+    conn.execute("ANALYZE chunks")
+    plan = "\n".join(r[0] for r in conn.execute(
+        "EXPLAIN SELECT id FROM chunks WHERE keywords @@ '''zq-9999'''::tsquery "
+        "AND allowed_groups && '{g}'::text[]"
+    ))
+    assert "chunks_keywords_gin" in plan and "Seq Scan" not in plan, plan
