@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 
+from kb_cli.tokens import add_token_parser
 from kb_core.database import database_url, embedded_status, start_embedded, stop_embedded
 from kb_core.migrations import migrate
 from kb_core.settings import Settings
@@ -214,6 +215,12 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
+    from kb_cli.tokens import cmd_token as run_token
+
+    return run_token(args, settings, prepare_database(settings))
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
@@ -272,6 +279,8 @@ def _parser() -> argparse.ArgumentParser:
                             default="hybrid")
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(func=cmd_eval)
+
+    add_token_parser(sub, cmd_token)
 
     serve = sub.add_parser("serve", help="the query service alone")
     serve.add_argument("--host", default="127.0.0.1")

@@ -1,0 +1,65 @@
+"""Answerers: turn the passages a search found into a short cited answer, or say nothing was found.
+
+`make_answerer(name)` (KB_LLM) builds one: extractive (the default, offline), claude, openai or
+ollama; a provider's SDK is imported only inside its own branch, and an unknown name or a missing
+API key fails loudly at construction. The service calls `answer_with_fallback` or
+`stream_with_fallback`, so an LLM that fails or times out costs the extractive answer, labelled
+as a fallback, never the answer; then `verify` checks what the answer cites and quotes.
+"""
+
+from __future__ import annotations
+
+from query_service.answerers.contract import (
+    NOT_FOUND,
+    Answer,
+    Answerer,
+    AnswererConfigError,
+    Passage,
+    UnknownAnswererError,
+    citations,
+)
+from query_service.answerers.fallback import (
+    StreamedAnswer,
+    answer_with_fallback,
+    stream_with_fallback,
+)
+from query_service.answerers.verification import verify
+
+__all__ = [
+    "NOT_FOUND",
+    "Answer",
+    "Answerer",
+    "AnswererConfigError",
+    "Passage",
+    "StreamedAnswer",
+    "UnknownAnswererError",
+    "answer_with_fallback",
+    "citations",
+    "make_answerer",
+    "stream_with_fallback",
+    "verify",
+]
+
+
+def make_answerer(name: str) -> Answerer:
+    """The answerer called `name` (KB_LLM): extractive (also when empty), claude, openai, ollama."""
+    choice = name.strip().lower() or "extractive"
+    if choice == "extractive":
+        from query_service.answerers.extractive import ExtractiveAnswerer
+
+        return ExtractiveAnswerer()
+    if choice == "claude":
+        from query_service.answerers.claude import ClaudeAnswerer
+
+        return ClaudeAnswerer.from_env()
+    if choice == "openai":
+        from query_service.answerers.openai import OpenAIAnswerer
+
+        return OpenAIAnswerer.from_env()
+    if choice == "ollama":
+        from query_service.answerers.ollama import OllamaAnswerer
+
+        return OllamaAnswerer.from_env()
+    raise UnknownAnswererError(
+        f"unknown answerer {name!r} (KB_LLM): expected extractive, claude, openai or ollama"
+    )

@@ -1,0 +1,78 @@
+"""The part every chat-model answerer shares: prompt, empty-reply checks and the finished Answer.
+
+A provider supplies `_complete(system, user) -> text` and `_stream(system, user) -> deltas`.
+With no passages there is nothing to ground an answer in, so no model is called.
+An empty reply is an error (a malformed response), which the fallback turns into the extractive
+answer, rather than an answer that says nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from query_service.answerers.contract import (
+    NOT_FOUND,
+    Answer,
+    AnswererConfigError,
+    Passage,
+    answer_from_text,
+)
+from query_service.answerers.prompt import SYSTEM_PROMPT, build_user_message
+
+__all__ = ["DEFAULT_TIMEOUT_S", "MAX_ANSWER_TOKENS", "ChatAnswerer", "EmptyReplyError", "timeout_s"]
+
+DEFAULT_TIMEOUT_S = 30.0
+MAX_ANSWER_TOKENS = 800  # a short cited answer; the cap guards against rambling
+
+
+class EmptyReplyError(ValueError):
+    """The model's reply held no text."""
+
+
+def timeout_s() -> float:
+    """Seconds an LLM call may take (KB_LLM_TIMEOUT_S, default 30)."""
+    raw = os.environ.get("KB_LLM_TIMEOUT_S") or str(DEFAULT_TIMEOUT_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        message = f"KB_LLM_TIMEOUT_S must be a number of seconds: {raw!r}"
+        raise AnswererConfigError(message) from None
+    if value <= 0:
+        raise AnswererConfigError(f"KB_LLM_TIMEOUT_S must be positive: {raw!r}")
+    return value
+
+
+class ChatAnswerer:
+    """An answerer backed by a chat model; subclasses say how to call it."""
+
+    name: str
+
+    def answer(self, question: str, passages: list[Passage]) -> Answer:
+        if not passages:
+            return self.finish(NOT_FOUND)
+        text = self._complete(SYSTEM_PROMPT, build_user_message(question, passages))
+        if not text.strip():
+            raise EmptyReplyError(f"{self.name} replied with no text")
+        return self.finish(text)
+
+    def stream(self, question: str, passages: list[Passage]) -> Iterator[str]:
+        if not passages:
+            yield NOT_FOUND
+            return
+        produced = False
+        for delta in self._stream(SYSTEM_PROMPT, build_user_message(question, passages)):
+            if delta:
+                produced = produced or bool(delta.strip())
+                yield delta
+        if not produced:
+            raise EmptyReplyError(f"{self.name} streamed no text")
+
+    def finish(self, text: str) -> Answer:
+        return answer_from_text(text, self.name)
+
+    def _complete(self, system: str, user: str) -> str:
+        raise NotImplementedError
+
+    def _stream(self, system: str, user: str) -> Iterator[str]:
+        raise NotImplementedError

@@ -1,0 +1,53 @@
+"""Claude through the anthropic SDK (Messages API); ANTHROPIC_BASE_URL is honoured by the SDK."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import anthropic
+
+from query_service.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
+from query_service.answerers.contract import AnswererConfigError
+
+__all__ = ["ClaudeAnswerer"]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+class ClaudeAnswerer(ChatAnswerer):
+    """Answers with a Claude model; one SDK client kept for its connections."""
+
+    def __init__(self, api_key: str, model: str = DEFAULT_MODEL, timeout: float = 30.0) -> None:
+        if not api_key:
+            raise AnswererConfigError("KB_LLM=claude needs ANTHROPIC_API_KEY")
+        self.model = model
+        self.name = f"claude/{model}"
+        # One retry: a transient 5xx or dropped connection is worth one more try, no more,
+        # while a person waits for the answer.
+        self._client = anthropic.Anthropic(api_key=api_key, timeout=timeout, max_retries=1)
+
+    @classmethod
+    def from_env(cls) -> ClaudeAnswerer:
+        return cls(
+            api_key=os.environ.get("ANTHROPIC_API_KEY", ""),
+            model=os.environ.get("KB_ANTHROPIC_MODEL") or DEFAULT_MODEL,
+            timeout=timeout_s(),
+        )
+
+    def _request(self, system: str, user: str) -> dict:
+        return {
+            "model": self.model,
+            "max_tokens": MAX_ANSWER_TOKENS,
+            "temperature": 0.0,  # grounded answers, not creative ones
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        }
+
+    def _complete(self, system: str, user: str) -> str:
+        reply = self._client.messages.create(**self._request(system, user))
+        return "".join(block.text for block in reply.content if block.type == "text")
+
+    def _stream(self, system: str, user: str) -> Iterator[str]:
+        with self._client.messages.stream(**self._request(system, user)) as stream:
+            yield from stream.text_stream

@@ -1,0 +1,105 @@
+"""What every answerer shares: the passages it is given, the answer it returns, the [n] notation.
+
+An answer cites passage n as [n] (also [1][2], [1, 2] and full-width ［１］). An answer whose
+text is the not-found sentence is not found, whatever citations follow it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from typing import Protocol
+
+import msgspec
+
+__all__ = [
+    "NOT_FOUND",
+    "Answer",
+    "Answerer",
+    "AnswererConfigError",
+    "Passage",
+    "UnknownAnswererError",
+    "answer_from_text",
+    "citations",
+    "is_not_found",
+]
+
+NOT_FOUND = "該当する記載が見つかりませんでした。"
+
+# After NFKC: ［１，２］ has become [1,2].
+CITATION = re.compile(r"\[\s*(\d+(?:\s*[,、]\s*\d+)*)\s*\]")
+_TRAILING = re.compile(r"[\s。.]+$")
+
+
+class Passage(msgspec.Struct, frozen=True):
+    """One retrieved chunk offered to an answerer; `n` is its 1-based citation number."""
+
+    n: int
+    chunk_id: int
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    content: str
+
+
+class Answer(msgspec.Struct):
+    """An answer's text, whether it found anything, the [n] it cites and who produced it."""
+
+    text: str
+    found: bool
+    cited: list[int]  # the [n] numbers the text cites, in first-use order
+    answerer: str  # e.g. "extractive", "claude/claude-sonnet-4-5", "extractive (fallback: ...)"
+
+
+class Answerer(Protocol):
+    """What every answerer offers."""
+
+    name: str
+
+    def answer(self, question: str, passages: list[Passage]) -> Answer:
+        """The answer to `question` from `passages` only."""
+        ...
+
+    def stream(self, question: str, passages: list[Passage]) -> Iterator[str]:
+        """Text deltas as generated; join them and pass the text to `finish`."""
+        ...
+
+    def finish(self, text: str) -> Answer:
+        """The Answer for a text this answerer generated (found, citations, label)."""
+        ...
+
+
+class AnswererConfigError(ValueError):
+    """An answerer cannot be built from the configuration (unknown name, missing key)."""
+
+
+class UnknownAnswererError(AnswererConfigError):
+    pass
+
+
+def citations(text: str) -> list[int]:
+    """The passage numbers `text` cites as [n], distinct, in order of first use."""
+    seen: dict[int, None] = {}
+    for group in CITATION.finditer(unicodedata.normalize("NFKC", text)):
+        for number in re.split(r"\s*[,、]\s*", group.group(1).strip()):
+            seen.setdefault(int(number))
+    return list(seen)
+
+
+def is_not_found(text: str) -> bool:
+    """Whether `text` says the documents hold no answer.
+
+    True when it opens with the not-found sentence (a model may explain after it), or holds it
+    somewhere and cites nothing (「文書には該当する記載が見つかりませんでした。」).
+    """
+    normalized = unicodedata.normalize("NFKC", text)
+    bare = CITATION.sub("", normalized).strip()
+    core = _TRAILING.sub("", unicodedata.normalize("NFKC", NOT_FOUND))
+    return bare.startswith(core) or (core in bare and not CITATION.search(normalized))
+
+
+def answer_from_text(text: str, answerer: str) -> Answer:
+    """The Answer for a generated text: found unless it is the not-found sentence; its [n]."""
+    return Answer(text=text, found=not is_not_found(text), cited=citations(text), answerer=answerer)

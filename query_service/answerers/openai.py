@@ -1,0 +1,59 @@
+"""OpenAI chat completions through the openai SDK; OPENAI_BASE_URL is honoured by the SDK."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import openai
+
+from query_service.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
+from query_service.answerers.contract import AnswererConfigError
+
+__all__ = ["OpenAIAnswerer"]
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+class OpenAIAnswerer(ChatAnswerer):
+    """Answers with an OpenAI chat model; one SDK client kept for its connections."""
+
+    def __init__(self, api_key: str, model: str = DEFAULT_MODEL, timeout: float = 30.0) -> None:
+        if not api_key:
+            raise AnswererConfigError("KB_LLM=openai needs OPENAI_API_KEY")
+        self.model = model
+        self.name = f"openai/{model}"
+        # One retry, as for Claude: worth it for a blip, not while a person waits much longer.
+        self._client = openai.OpenAI(api_key=api_key, timeout=timeout, max_retries=1)
+
+    @classmethod
+    def from_env(cls) -> OpenAIAnswerer:
+        return cls(
+            api_key=os.environ.get("OPENAI_API_KEY", ""),
+            model=os.environ.get("KB_OPENAI_MODEL") or DEFAULT_MODEL,
+            timeout=timeout_s(),
+        )
+
+    def _messages(self, system: str, user: str) -> list[dict]:
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _complete(self, system: str, user: str) -> str:
+        # No temperature: reasoning models reject it, and the prompt already pins the format.
+        reply = self._client.chat.completions.create(
+            model=self.model,
+            messages=self._messages(system, user),
+            max_completion_tokens=MAX_ANSWER_TOKENS,
+        )
+        return reply.choices[0].message.content or ""
+
+    def _stream(self, system: str, user: str) -> Iterator[str]:
+        chunks = self._client.chat.completions.create(
+            model=self.model,
+            messages=self._messages(system, user),
+            max_completion_tokens=MAX_ANSWER_TOKENS,
+            stream=True,
+        )
+        with chunks:
+            for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
