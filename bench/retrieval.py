@@ -24,8 +24,11 @@ import numpy as np
 
 def build(conn, chunks: int, rng: np.random.Generator) -> np.ndarray:  # noqa: ANN001
     centres = rng.normal(size=(max(chunks // 30, 10), 384)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    # Noise of norm ~0.5 around unit centres: neighbourhoods as tight as real passage
+    # embeddings (e5 cosines crowd into 0.7-1.0), not uniform noise in 384 dimensions.
     vectors = centres[rng.integers(0, len(centres), chunks)] + rng.normal(
-        scale=0.6, size=(chunks, 384)).astype(np.float32)
+        scale=0.5 / np.sqrt(384), size=(chunks, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     conn.execute(
         "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
@@ -92,7 +95,8 @@ def main() -> None:
         with connect(url, autocommit=True) as conn:
             vectors = build(conn, args.chunks, rng)
             picks = rng.integers(0, len(vectors), args.queries)
-            queries = vectors[picks] + rng.normal(scale=0.3, size=(args.queries, 384))
+            queries = vectors[picks] + rng.normal(scale=0.5 / np.sqrt(384),
+                                                  size=(args.queries, 384))
             queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
             started = time.perf_counter()
             truth = {g: [exact(conn, q, g, args.k) for q in queries] for g in ("all", "small")}

@@ -20,13 +20,24 @@ from query_service.answerers.contract import (
 )
 from query_service.answerers.prompt import SYSTEM_PROMPT, build_user_message
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MAX_ANSWER_TOKENS", "ChatAnswerer", "EmptyReplyError", "timeout_s"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_ANSWER_TOKENS",
+    "ChatAnswerer",
+    "EmptyReplyError",
+    "MalformedReplyError",
+    "timeout_s",
+]
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_ANSWER_TOKENS = 800  # a short cited answer; the cap guards against rambling
 
 
-class EmptyReplyError(ValueError):
+class MalformedReplyError(ValueError):
+    """The provider's reply is not shaped like one of its answers."""
+
+
+class EmptyReplyError(MalformedReplyError):
     """The model's reply held no text."""
 
 

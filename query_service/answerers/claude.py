@@ -7,7 +7,12 @@ from collections.abc import Iterator
 
 import anthropic
 
-from query_service.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
+from query_service.answerers.chat import (
+    MAX_ANSWER_TOKENS,
+    ChatAnswerer,
+    MalformedReplyError,
+    timeout_s,
+)
 from query_service.answerers.contract import AnswererConfigError
 
 __all__ = ["ClaudeAnswerer"]
@@ -39,14 +44,17 @@ class ClaudeAnswerer(ChatAnswerer):
         return {
             "model": self.model,
             "max_tokens": MAX_ANSWER_TOKENS,
-            "temperature": 0.0,  # grounded answers, not creative ones
             "system": system,
             "messages": [{"role": "user", "content": user}],
         }
 
     def _complete(self, system: str, user: str) -> str:
         reply = self._client.messages.create(**self._request(system, user))
-        return "".join(block.text for block in reply.content if block.type == "text")
+        # The SDK does not validate a reply's shape; one without content is not an answer.
+        blocks = getattr(reply, "content", None)
+        if not isinstance(blocks, list):
+            raise MalformedReplyError("the reply is not a Messages API message")
+        return "".join(b.text for b in blocks if getattr(b, "type", None) == "text")
 
     def _stream(self, system: str, user: str) -> Iterator[str]:
         with self._client.messages.stream(**self._request(system, user)) as stream:

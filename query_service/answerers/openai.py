@@ -7,7 +7,12 @@ from collections.abc import Iterator
 
 import openai
 
-from query_service.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
+from query_service.answerers.chat import (
+    MAX_ANSWER_TOKENS,
+    ChatAnswerer,
+    MalformedReplyError,
+    timeout_s,
+)
 from query_service.answerers.contract import AnswererConfigError
 
 __all__ = ["OpenAIAnswerer"]
@@ -44,7 +49,11 @@ class OpenAIAnswerer(ChatAnswerer):
             messages=self._messages(system, user),
             max_completion_tokens=MAX_ANSWER_TOKENS,
         )
-        return reply.choices[0].message.content or ""
+        # The SDK does not validate a reply's shape; one without choices is not an answer.
+        choices = getattr(reply, "choices", None)
+        if not choices:
+            raise MalformedReplyError("the reply is not a chat completion")
+        return choices[0].message.content or ""
 
     def _stream(self, system: str, user: str) -> Iterator[str]:
         chunks = self._client.chat.completions.create(
