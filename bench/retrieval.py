@@ -23,13 +23,18 @@ import numpy as np
 
 
 def build(conn, chunks: int, rng: np.random.Generator) -> np.ndarray:  # noqa: ANN001
-    centres = rng.normal(size=(max(chunks // 30, 10), 384)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    # Noise of norm ~0.5 around unit centres: neighbourhoods as tight as real passage
-    # embeddings (e5 cosines crowd into 0.7-1.0), not uniform noise in 384 dimensions.
-    vectors = centres[rng.integers(0, len(centres), chunks)] + rng.normal(
-        scale=0.5 / np.sqrt(384), size=(chunks, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    # Topics, passages about a subject within a topic, and passages: neighbourhoods nest the
+    # way real passage embeddings do (e5 cosines crowd into 0.7-1.0), rather than uniform noise
+    # in 384 dimensions, on which any graph index degenerates to an exhaustive scan.
+    def around(centres: np.ndarray, count: int, spread: float) -> np.ndarray:
+        picked = centres[rng.integers(0, len(centres), count)]
+        noise = rng.normal(scale=spread / np.sqrt(384), size=(count, 384))
+        points = (picked + noise).astype(np.float32)
+        return points / np.linalg.norm(points, axis=1, keepdims=True)
+
+    topics = around(rng.normal(size=(1, 384)).astype(np.float32), 200, 3.0)
+    subjects = around(topics, max(chunks // 20, 10), 0.6)
+    vectors = around(subjects, chunks, 0.35)
     conn.execute(
         "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
         "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "

@@ -224,10 +224,10 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from query_service.app import create_app
+    from query_service.app import ServiceConfig, create_app
 
     url = prepare_database(settings)
-    uvicorn.run(create_app(url, settings.embedder), host=args.host, port=args.port,
+    uvicorn.run(create_app(ServiceConfig.from_env(url)), host=args.host, port=args.port,
                 log_level="info")
     return 0
 

@@ -14,7 +14,14 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["EvalQuestion", "compare_modes", "evaluate", "load_questions", "source_matches"]
+__all__ = [
+    "EvalQuestion",
+    "compare_modes",
+    "evaluate",
+    "evaluate_answers",
+    "load_questions",
+    "source_matches",
+]
 
 _CUTOFFS = (1, 5, 10)
 _DEPTH = 10  # MRR and nDCG are reported at 10 whatever k is
@@ -160,3 +167,41 @@ def _table_values(result: dict[str, Any]) -> list[float]:
     """The values of one mode's row, in _COLUMNS order."""
     recall = result["recall"]
     return [recall["1"], recall["5"], recall["10"], result["mrr_at_10"], result["ndcg_at_10"]]
+
+
+def evaluate_answers(questions: list[EvalQuestion], answers: list[dict]) -> dict:
+    """Answer quality: how often an answerable question is answered citing the expected
+    document, and the precision and recall of "not found" on unanswerable questions.
+
+    `answers[i]` is the `kb ask` JSON for questions[i].
+    """
+    if len(answers) != len(questions):
+        raise ValueError(f"{len(answers)} answers for {len(questions)} questions")
+    answerable = [(q, a) for q, a in zip(questions, answers, strict=True) if q.answerable]
+    cited_expected = sum(
+        1 for q, a in answerable
+        if a["found"] and any(source_matches(c["source_uri"], q.expected_source or "")
+                              for c in a["citations"])
+    )
+    said_not_found = [q for q, a in zip(questions, answers, strict=True) if not a["found"]]
+    true_not_found = sum(1 for q in said_not_found if not q.answerable)
+    unanswerable = sum(1 for q in questions if not q.answerable)
+    return {
+        "answerable": len(answerable),
+        "unanswerable": unanswerable,
+        "cited_expected_rate": round(cited_expected / len(answerable), 4) if answerable else 0.0,
+        "not_found_precision": (
+            round(true_not_found / len(said_not_found), 4) if said_not_found else 0.0
+        ),
+        "not_found_recall": round(true_not_found / unanswerable, 4) if unanswerable else 0.0,
+        "verified_rate": round(
+            sum(1 for a in answers if a["verified"]) / len(answers), 4) if answers else 0.0,
+        "wrong": [
+            {"question": q.question, "expected_source": q.expected_source,
+             "answerable": q.answerable, "answer": a["answer"][:120]}
+            for q, a in zip(questions, answers, strict=True)
+            if (q.answerable and not any(
+                source_matches(c["source_uri"], q.expected_source or "")
+                for c in a["citations"]) ) or (not q.answerable and a["found"])
+        ],
+    }

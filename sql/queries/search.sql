@@ -40,7 +40,10 @@ kw_terms AS (
     SELECT k.id, sum(
         i.weight * i.idf * (cardinality(u.positions) * 2.2)
         / (cardinality(u.positions) + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))
-    ) AS score
+    ) AS score,
+    -- How much of the question's informative weight the passage contains: evidence for
+    -- "not found" that, unlike a fused score, means the same from one question to the next.
+    sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
     FROM kw_candidates k
     CROSS JOIN LATERAL unnest(k.keywords) AS u
     JOIN informative i
@@ -56,7 +59,7 @@ kw_phrases AS (
     GROUP BY k.id
 ),
 kw AS (
-    SELECT t.id, t.score + coalesce(p.bonus, 0) AS score,
+    SELECT t.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
            row_number() OVER (ORDER BY t.score + coalesce(p.bonus, 0) DESC, t.id) AS rank
     FROM kw_terms t LEFT JOIN kw_phrases p USING (id)
     ORDER BY rank
@@ -81,7 +84,7 @@ coded AS (
 ),
 fused AS (
     SELECT coalesce(v.id, k.id) AS id, v.rank AS vector_rank, k.rank AS keyword_rank,
-           v.similarity, k.score AS keyword_score,
+           v.similarity, k.score AS keyword_score, k.coverage,
            coalesce(1.0 / (60 + v.rank), 0) + coalesce(1.0 / (60 + k.rank), 0)
            + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded) THEN 1.0 / 61 ELSE 0 END
            AS score
@@ -89,7 +92,7 @@ fused AS (
 )
 SELECT f.id AS chunk_id, d.id AS document_id, d.source_uri, d.path, d.title, c.heading,
        c.location AS page, c.chunk_index, c.content, f.score, f.vector_rank, f.keyword_rank,
-       f.similarity, f.keyword_score
+       f.similarity, f.keyword_score, f.coverage
 FROM fused f
 JOIN chunks c ON c.id = f.id
 JOIN documents d ON d.id = c.document_id

@@ -1,0 +1,83 @@
+"""The service's domain errors and the one place that turns every error into the JSON body
+`{"error": "<code>", "detail": "..."}` with its HTTP status (DESIGN.md), never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+import psycopg_pool
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+__all__ = ["EXCEPTION_HANDLERS", "RateLimitedError", "ServiceError"]
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """A refusal the caller can act on."""
+
+    status_code = 400
+    code = "invalid_request"
+
+    def __init__(self, detail: str, code: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code:
+            self.code = code
+
+
+class RateLimitedError(ServiceError):
+    status_code = 429
+    code = "rate_limited"
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many requests; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+def _body(code: str, detail: str, status: int, headers: dict | None = None) -> Response:
+    return Response({"error": code, "detail": detail}, status_code=status,
+                    media_type=MediaType.JSON, headers=headers)
+
+
+def _service_error(_: Request, exc: ServiceError) -> Response:
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
+    return _body(exc.code, exc.detail, exc.status_code, headers)
+
+
+def _validation_error(_: Request, exc: ValidationException) -> Response:
+    detail = "; ".join(str(e.get("message", e)) for e in exc.extra) if isinstance(
+        exc.extra, list) else exc.detail
+    return _body("invalid_request", detail or "invalid request body", 400)
+
+
+_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+          413: "request_too_large", 429: "rate_limited", 503: "unavailable"}
+
+
+def _http_error(_: Request, exc: HTTPException) -> Response:
+    code = _CODES.get(exc.status_code, "invalid_request" if exc.status_code < 500 else "error")
+    return _body(code, exc.detail, exc.status_code, exc.headers)
+
+
+def _database_down(_: Request, exc: Exception) -> Response:
+    log.warning("database unavailable: %s", exc)
+    return _body("database_unavailable", "the database is unreachable; retry shortly", 503,
+                 {"Retry-After": "5"})
+
+
+def _unexpected(_: Request, exc: Exception) -> Response:
+    log.exception("unexpected error", exc_info=exc)
+    return _body("internal_error", "an unexpected error occurred; it has been logged", 500)
+
+
+EXCEPTION_HANDLERS = {
+    ServiceError: _service_error,
+    ValidationException: _validation_error,
+    HTTPException: _http_error,
+    psycopg.OperationalError: _database_down,
+    psycopg_pool.PoolTimeout: _database_down,
+    Exception: _unexpected,
+}

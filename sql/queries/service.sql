@@ -1,0 +1,18 @@
+-- name: log_query
+INSERT INTO query_log (id, caller_kind, caller_subject, groups, question, answer, found,
+                       verified, answerer, hits, latency_ms, cached)
+VALUES (%(id)s, %(caller_kind)s, %(caller_subject)s, %(groups)s, %(question)s, %(answer)s,
+        %(found)s, %(verified)s, %(answerer)s, %(hits)s::jsonb, %(latency_ms)s, %(cached)s);
+
+-- name: add_feedback
+-- Only the caller who asked may comment on the answer it got.
+INSERT INTO feedback (query_id, helpful, comment)
+SELECT id, %(helpful)s, %(comment)s FROM query_log
+WHERE id = %(query_id)s AND caller_kind = %(caller_kind)s AND caller_subject = %(caller_subject)s
+RETURNING id;
+
+-- name: purge_query_log
+DELETE FROM query_log WHERE created_at < now() - make_interval(days => %(days)s);
+
+-- name: index_version
+SELECT version FROM index_state;
