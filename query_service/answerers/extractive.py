@@ -27,6 +27,7 @@ MAX_SENTENCES = 3
 NEAR_BEST = 0.75  # a further sentence is quoted when it scores at least this share of the best
 QUANTITY_BONUS = 2.0
 RANK_BONUS = 0.5  # divided by the passage's rank: 0.5, 0.25, 0.17, ...
+HEADING_SHARE = 0.5
 
 _TERM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff々〆ヵヶ]+|[ァ-ヺー]+|[a-z0-9]+(?:[-.][a-z0-9]+)*")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
@@ -36,7 +37,7 @@ _ENDS_SENTENCE = re.compile(r"[。！？!?」』）)]$")
 _QUANTITY_QUESTION = re.compile(
     r"何(?:日|時間|時|分|秒|回|円|%|割|人|名|件|歳|年|か月|ヶ月|カ月|ヵ月|箇月|週|営業日|度|倍"
     r"|枚|個|泊|点|ページ|パーセント|キロ)|いくら|いくつ|どのくらい|どれくらい|どれほど|いつ"
-    r"|上限|下限|金額|期限|日数|回数"
+    r"|上限|下限|金額|期限|期間|日数|回数"
 )
 
 
@@ -45,6 +46,8 @@ class _Sentence(msgspec.Struct, frozen=True):
     n: int  # the citation number of its passage
     rank: int  # its passage's position among the passages, 1-based
     order: int  # its position in reading order, to break ties
+    heading: str = ""  # its passage's heading path and title, context for table rows
+    title: str = ""
 
 
 class ExtractiveAnswerer:
@@ -80,7 +83,11 @@ def choose_sentences(question: str, passages: list[Passage]) -> list[_Sentence]:
     scored = []
     for sentence in _sentences(passages[:MAX_PASSAGES]):
         has = _terms(sentence.text)
-        shared = sum(w for term, w in wanted.items() if term in has)
+        # A table row (ZP-2041 | 3年) says what its heading (第2条（保証期間）) is about:
+        # terms found only in the passage's heading or title count half.
+        context = _terms(f"{sentence.heading} {sentence.title}")
+        shared = sum(w if term in has else HEADING_SHARE * w if term in context else 0.0
+                     for term, w in wanted.items())
         if shared < threshold:
             continue
         bonus = RANK_BONUS / sentence.rank
@@ -107,7 +114,8 @@ def _sentences(passages: list[Passage]) -> list[_Sentence]:
     for rank, passage in enumerate(passages, start=1):
         for text in _pieces(passage.content):
             if len(text) >= 4:
-                found.append(_Sentence(text, passage.n, rank, len(found)))
+                found.append(_Sentence(text, passage.n, rank, len(found), passage.heading,
+                                       passage.title))
     return found
 
 
@@ -116,7 +124,8 @@ def _pieces(content: str) -> Iterator[str]:
     header = None
     for line in content.splitlines():
         stripped = line.strip()
-        if not (stripped.startswith("|") or "\t" in stripped):
+        # Our parsers render table rows as cells joined by " | " (Markdown tables keep pipes).
+        if not (stripped.startswith("|") or "\t" in stripped or " | " in stripped):
             header = None
             if not stripped.startswith("#"):  # a Markdown heading names a topic, not an answer
                 yield from (piece.strip() for piece in _SENTENCE.findall(stripped))

@@ -1,0 +1,296 @@
+"""The query service over HTTP: the real Litestar app, the real database with the samples
+indexed by the real embedder, real SDKs against fake model servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import jwt
+import psycopg
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from litestar.testing import AsyncTestClient
+
+from kb_core.database import connect
+from query_service.app import ServiceConfig, create_app
+from query_service.identity import JwtSettings, TokenStore
+from query_service.limits import RateLimiter
+from tests.fake_servers import fake_server
+
+pytestmark = pytest.mark.anyio
+
+ISSUER, AUDIENCE = "https://idp.example.co.jp", "kb-search"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def signing_key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture
+def jwks(tmp_path: Path, signing_key) -> Path:
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig"}]}))
+    return path
+
+
+def employee_jwt(key, groups: list[str], expires_in: int = 300) -> str:
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "emp-42", "iat": now,
+              "exp": now + expires_in, "groups": groups}
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+
+
+@pytest.fixture
+def tokens(sample_index_url) -> dict[str, str]:
+    with connect(sample_index_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM api_tokens")
+        made = {
+            "portal": TokenStore.create(conn, "portal", ["all-employees"]),
+            "hr-bot": TokenStore.create(conn, "hr-bot", ["hr"]),
+            "revoked": TokenStore.create(conn, "revoked", ["all-employees"]),
+        }
+        TokenStore.revoke(conn, "revoked")
+    return made
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def make_client(url: str, jwks: Path | None = None, **config) -> AsyncTestClient:
+    jwt_settings = JwtSettings(issuer=ISSUER, audience=AUDIENCE, jwks=str(jwks)) if jwks else None
+    return AsyncTestClient(app=create_app(ServiceConfig(
+        database_url=url, jwt=jwt_settings, **config)))
+
+
+@pytest.fixture
+async def client(sample_index_url, jwks) -> AsyncIterator[AsyncTestClient]:
+    async with make_client(sample_index_url, jwks) as c:
+        yield c
+
+
+ENDPOINTS = [
+    ("/v1/search", {"query": "有給休暇"}),
+    ("/v1/ask", {"question": "有給休暇は何日前までに申請が必要ですか"}),
+    ("/v1/feedback", {"query_id": "00000000-0000-0000-0000-000000000000", "helpful": True}),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), ENDPOINTS)
+async def test_every_endpoint_refuses_missing_bad_expired_and_revoked_credentials(
+    client, tokens, signing_key, path, body
+):
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    for headers in (
+        {},
+        bearer("kb_not-a-real-token"),
+        bearer(tokens["revoked"]),
+        bearer(employee_jwt(signing_key, ["all-employees"], expires_in=-120)),
+        bearer(employee_jwt(other_key, ["all-employees"])),
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+    ):
+        response = await client.post(path, json=body, headers=headers)
+        assert response.status_code == 401, (headers, response.text)
+        assert response.json()["error"] == "unauthorized"
+
+
+async def test_a_request_body_that_names_groups_is_refused(client, tokens):
+    response = await client.post("/v1/search", json={"query": "給与", "groups": ["hr"]},
+                                 headers=bearer(tokens["portal"]))
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_request" and "groups" in response.json()["detail"]
+
+
+async def test_search_shows_only_permitted_documents_by_path(client, tokens):
+    response = await client.post("/v1/search", json={"query": "給与の支給日", "k": 20},
+                                 headers=bearer(tokens["portal"]))
+    assert response.status_code == 200
+    hits = response.json()["hits"]
+    assert hits and all("/hr/" not in h["path"] and "/executive/" not in h["path"] for h in hits)
+    assert all(not h["source_uri"].startswith("/") for h in hits)  # never a server file path
+
+
+async def test_employee_jwt_gets_the_groups_of_its_claim(client, signing_key):
+    token = employee_jwt(signing_key, ["hr"])
+    response = await client.post("/v1/search", json={"query": "給与の支給日", "k": 5},
+                                 headers=bearer(token))
+    assert response.status_code == 200
+    assert all(h["path"].startswith("docs/hr/") for h in response.json()["hits"])
+
+
+async def test_ask_answers_with_citations_to_the_expected_document(client, tokens):
+    response = await client.post("/v1/ask", json={"question": "ZP-2041の保証期間は？"},
+                                 headers=bearer(tokens["portal"]))
+    body = response.json()
+    assert response.status_code == 200 and body["found"] and body["verified"], body
+    assert body["answerer"] == "extractive"
+    assert any("製品保証規定" in c["path"] for c in body["citations"])
+    assert all(f"[{c['n']}]" in body["answer"] for c in body["citations"])
+    assert {"query_id", "answer", "found", "verified", "warnings", "answerer", "citations",
+            "took_ms"} <= body.keys()
+
+
+async def test_answer_that_lies_only_in_another_groups_document_is_not_found(client, tokens):
+    response = await client.post("/v1/ask", json={"question": "課長の役職手当はいくらですか"},
+                                 headers=bearer(tokens["portal"]))
+    body = response.json()
+    assert body["found"] is False and body["answer"] == "該当する記載が見つかりませんでした。"
+    assert all("/hr/" not in c["path"] for c in body["citations"])
+
+
+def _anthropic_reply(text: str):
+    def reply(body: dict) -> tuple[int, dict]:
+        return 200, {"id": "msg_1", "type": "message", "role": "assistant",
+                     "model": body["model"], "content": [{"type": "text", "text": text}],
+                     "stop_reason": "end_turn", "stop_sequence": None,
+                     "usage": {"input_tokens": 10, "output_tokens": 10}}
+    return reply
+
+
+@pytest.mark.parametrize("question", ["社員食堂の営業時間は？", "ZP-2050の保証期間は？",
+                                      "就業規則の第45条には何が書かれていますか"])
+async def test_unanswerable_questions_are_not_found_without_calling_the_model(
+    sample_index_url, tokens, monkeypatch, question
+):
+    with fake_server({"/v1/messages": _anthropic_reply("回答です[1]")}) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        async with make_client(sample_index_url, answerer="claude") as client:
+            response = await client.post("/v1/ask", json={"question": question},
+                                         headers=bearer(tokens["portal"]))
+    assert response.json()["found"] is False
+    assert fake.requests == []
+
+
+async def test_a_hallucinated_number_makes_the_answer_unverified(
+    sample_index_url, tokens, monkeypatch
+):
+    reply = _anthropic_reply("有給休暇の申請は取得予定日の99営業日前までです[1]。")
+    with fake_server({"/v1/messages": reply}) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        async with make_client(sample_index_url, answerer="claude") as client:
+            response = await client.post(
+                "/v1/ask", json={"question": "有給休暇は何日前までに申請が必要ですか"},
+                headers=bearer(tokens["portal"]))
+    body = response.json()
+    assert len(fake.requests) == 1
+    assert body["found"] is True and body["verified"] is False
+    assert any("99" in w for w in body["warnings"])
+
+
+async def test_streamed_answer_sends_citations_deltas_then_done_with_verification(
+    client, tokens
+):
+    async with client.stream(
+        "POST", "/v1/ask", json={"question": "ZP-2041の保証期間は？", "stream": True},
+        headers=bearer(tokens["portal"]),
+    ) as response:
+        assert response.status_code == 200
+        events = []
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                events.append([line.split(":", 1)[1].strip(), None])
+            elif line.startswith("data:") and events:
+                events[-1][1] = json.loads(line.split(":", 1)[1])
+    names = [name for name, _ in events]
+    assert names[0] == "citations" and names[-1] == "done"
+    assert set(names[1:-1]) == {"delta"} and len(names) >= 3
+    done = events[-1][1]
+    assert "verified" in done and done["found"] is True
+    assert "".join(data["text"] for name, data in events if name == "delta") == done["answer"]
+
+
+async def test_feedback_attaches_to_the_callers_own_query(client, tokens, sample_index_url):
+    asked = await client.post("/v1/ask", json={"question": "結婚休暇は何日もらえますか"},
+                              headers=bearer(tokens["portal"]))
+    query_id = asked.json()["query_id"]
+    ok = await client.post("/v1/feedback", json={"query_id": query_id, "helpful": False,
+                                                 "comment": "古い情報です"},
+                           headers=bearer(tokens["portal"]))
+    assert ok.status_code == 200 and ok.json() == {"ok": True}
+    stranger = await client.post("/v1/feedback", json={"query_id": query_id, "helpful": True},
+                                 headers=bearer(tokens["hr-bot"]))
+    assert stranger.status_code == 400 and stranger.json()["error"] == "unknown_query"
+    with connect(sample_index_url) as conn:
+        rows = conn.execute("SELECT f.helpful, f.comment, q.question FROM feedback f "
+                            "JOIN query_log q ON q.id = f.query_id WHERE q.id = %s",
+                            (query_id,)).fetchall()
+    assert rows == [(False, "古い情報です", "結婚休暇は何日もらえますか")]
+
+
+async def test_identical_question_is_answered_from_the_cache_until_the_index_changes(
+    client, tokens, sample_index_url
+):
+    question = {"question": "試用期間は何か月？"}
+    first = (await client.post("/v1/ask", json=question, headers=bearer(tokens["portal"]))).json()
+    second = (await client.post("/v1/ask", json=question, headers=bearer(tokens["portal"]))).json()
+    with connect(sample_index_url, autocommit=True) as conn:
+        conn.execute("UPDATE documents SET ingested_at = ingested_at WHERE false")  # no rows
+        conn.execute("UPDATE index_state SET version = version + 1")  # what any change does
+        third = (await client.post("/v1/ask", json=question,
+                                   headers=bearer(tokens["portal"]))).json()
+        cached = dict(conn.execute(
+            "SELECT id::text, cached FROM query_log WHERE id = ANY(%s::uuid[])",
+            ([first["query_id"], second["query_id"], third["query_id"]],)).fetchall())
+    assert first["answer"] == second["answer"] == third["answer"]
+    assert len({first["query_id"], second["query_id"], third["query_id"]}) == 3
+    assert [cached[q["query_id"]] for q in (first, second, third)] == [False, True, False]
+
+
+async def test_limits_answer_with_the_json_error(sample_index_url, tokens):
+    async with make_client(sample_index_url, rate_limiter=RateLimiter(per_minute=60, burst=2),
+                           max_question_chars=100, max_body_bytes=4096) as client:
+        headers = bearer(tokens["portal"])
+        long = await client.post("/v1/ask", json={"question": "あ" * 101}, headers=headers)
+        assert long.status_code == 400 and long.json()["error"] == "question_too_long"
+        huge = await client.post("/v1/ask", content=json.dumps({"question": "あ" * 5000}),
+                                 headers={**headers, "Content-Type": "application/json"})
+        assert huge.status_code == 413 and huge.json()["error"] == "request_too_large"
+        statuses = []
+        for _ in range(3):  # a burst of 2: the third request in a row at most is refused
+            limited = await client.post("/v1/search", json={"query": "有給"}, headers=headers)
+            statuses.append(limited.status_code)
+        assert statuses[-1] == 429 and limited.json()["error"] == "rate_limited", statuses
+        assert int(limited.headers["Retry-After"]) >= 1
+
+
+async def test_database_outage_answers_503_with_the_json_error():
+    async with make_client("postgresql://postgres@/nowhere?host=/nonexistent") as client:
+        response = await client.post("/v1/search", json={"query": "有給"},
+                                     headers=bearer("kb_whatever"))
+        assert response.status_code == 503
+        assert response.json()["error"] == "database_unavailable"
+        ready = await client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["database"] is False
+
+
+async def test_health_needs_no_credentials_and_openapi_is_served_locally(client):
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/readyz")).status_code == 200
+    spec = (await client.get("/schema/openapi.json")).json()
+    assert {"/v1/search", "/v1/ask", "/v1/feedback"} <= spec["paths"].keys()
+
+
+def test_query_log_purge_removes_entries_past_retention(sample_index_url):
+    with psycopg.connect(sample_index_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO query_log (id, created_at, caller_kind, caller_subject, groups, question,"
+            " answer, found, verified, answerer, hits, latency_ms) VALUES "
+            "(gen_random_uuid(), now() - interval '100 days', 'cli', 'x', '{}', '古い質問', '',"
+            " false, true, 'extractive', '[]', 1)")
+        from kb_core.queries import query
+
+        purged = conn.execute(query("purge_query_log"), {"days": 90}).rowcount
+        left = conn.execute("SELECT count(*) FROM query_log WHERE question = '古い質問'")
+        assert purged >= 1 and left.fetchone()[0] == 0
