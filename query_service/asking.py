@@ -128,7 +128,9 @@ class Asker:
     def ask(self, conn: psycopg.Connection, question: str, groups: list[str],
             query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""
-        prepared = self.retrieve(conn, question, groups)
+        return self.answer(self.retrieve(conn, question, groups), question, query_id)
+
+    def answer(self, prepared: PreparedAnswer, question: str, query_id: str) -> AskResult:
         if not prepared.evidence_found:
             return self.finish(prepared, _not_found(self.answerer), query_id)
         answer = answer_with_fallback(self.answerer, question, prepared.passages, log)

@@ -86,8 +86,9 @@ class KnowledgeService:
                 result = msgspec.structs.replace(cached, query_id=query_id)
                 self._log(conn, caller, question, result, hits=None, cached=True)
                 return result
-            result = self.asker.ask(conn, question, list(caller.groups), query_id)
-            self._log(conn, caller, question, result, hits=None, cached=False)
+            prepared = self.asker.retrieve(conn, question, list(caller.groups))
+            result = self.asker.answer(prepared, question, query_id)
+            self._log(conn, caller, question, result, hits=prepared.search, cached=False)
         self.cache.put(key, version, result)
         return result
 
@@ -109,9 +110,10 @@ class KnowledgeService:
 
     def _log(self, conn: psycopg.Connection, caller: Caller, question: str, result: AskResult,
              hits: SearchResult | None, cached: bool) -> None:
-        cited = [{"chunk_id": c.chunk_id, "path": c.path} for c in result.citations]
+        # A cached answer retrieved nothing this time: its log entry records what it cites.
         retrieved = ([{"chunk_id": h.chunk_id, "path": h.path, "score": h.score}
-                      for h in hits.hits] if hits else cited)
+                      for h in hits.hits] if hits
+                     else [{"chunk_id": c.chunk_id, "path": c.path} for c in result.citations])
         conn.execute(query("log_query"), {
             "id": result.query_id, "caller_kind": caller.kind, "caller_subject": caller.subject,
             "groups": list(caller.groups), "question": question, "answer": result.answer,

@@ -79,7 +79,10 @@ def _value(number: str) -> Decimal:
 
 
 def _numbers(text: str) -> set[Decimal]:
-    return {_value(n) for n in _NUMBER.findall(text)}
+    # Read both as the answer is read (codes taken out first: VPN1,000 leaves ",000") and as
+    # written, so that a sentence quoted verbatim always finds its own numbers.
+    found = _NUMBER.findall(text) + _NUMBER.findall(_CODE.sub(" ", text))
+    return {_value(n) for n in found}
 
 
 def _compact(text: str) -> str:
