@@ -64,8 +64,10 @@ def build(conn, chunks: int, rng: np.random.Generator) -> np.ndarray:  # noqa: A
 def exact(conn, query: np.ndarray, group: str, k: int) -> set[int]:  # noqa: ANN001
     with conn.transaction():
         conn.execute("SET LOCAL enable_indexscan = off")
+        # A query text of its own: psycopg prepares a statement run often, and a plan made
+        # without index scans must never serve the approximate queries below.
         rows = conn.execute(
-            "SELECT chunk_index FROM chunks WHERE allowed_groups && %s "
+            "SELECT /* exact */ chunk_index FROM chunks WHERE allowed_groups && %s "
             "ORDER BY embedding <=> %s LIMIT %s", ([group], query, k)).fetchall()
     return {r[0] for r in rows}
 
