@@ -6,7 +6,8 @@ WITH total AS (
     SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
 ),
 q AS (
-    SELECT t.term, t.weight, t.prefix, t.phrase,
+    SELECT t.term, t.weight, t.prefix, t.phrase, coalesce(d.df, 0) AS df,
+           (quote_literal(t.term) || CASE WHEN t.prefix THEN ':*' ELSE '' END)::tsquery AS query,
            coalesce(d.df, 0)::float8 / greatest(total.n, 1) AS share,
            ln(1 + (total.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
     FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(prefixes)s::bool[],
@@ -15,39 +16,41 @@ q AS (
     LEFT JOIN keyword_df d ON d.term = t.term AND NOT t.prefix
 ),
 -- The informative terms: the most telling few, leaving out those in most passages (です, する)
--- unless nothing else is left, so latency does not grow with how common a question's words are.
+-- unless nothing else is left.
 informative AS (
     SELECT * FROM q
     WHERE share <= %(max_share)s OR NOT EXISTS (SELECT 1 FROM q WHERE share <= %(max_share)s)
     ORDER BY weight * idf DESC
     LIMIT %(max_terms)s
 ),
-tsq AS (
-    SELECT string_agg(quote_literal(term) || CASE WHEN prefix THEN ':*' ELSE '' END, ' | ')::tsquery
-           AS query
-    FROM informative
+-- Candidates come from the rarest informative terms, taken while their document frequencies
+-- add up to at most max_candidates (the rarest always): a passage that holds none of them
+-- could not outscore one that does by much, and a question full of common words then costs
+-- no more than one of rare words.
+seeds AS (
+    SELECT query FROM (
+        SELECT query, df, sum(df) OVER (ORDER BY idf DESC, term) AS running FROM informative
+    ) ranked
+    WHERE running - df < %(max_candidates)s
 ),
 kw_candidates AS (
     SELECT c.id, c.keywords, c.token_count
     FROM chunks c
-    WHERE c.keywords @@ (SELECT query FROM tsq)
+    WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
       AND c.allowed_groups && %(groups)s::text[]
-    LIMIT %(max_candidates)s
+    LIMIT 2 * %(max_candidates)s
 ),
 kw_terms AS (
-    -- BM25 over 2-grams: k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens (chunks are
-    -- bounded by the embedding window, so lengths vary little).
-    SELECT k.id, sum(
-        i.weight * i.idf * (cardinality(u.positions) * 2.2)
-        / (cardinality(u.positions) + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))
-    ) AS score,
-    -- How much of the question's informative weight the passage contains: evidence for
-    -- "not found" that, unlike a fused score, means the same from one question to the next.
-    sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
+    -- BM25 with term presence (chunks are short and bounded by the embedding window, so a
+    -- term's count adds little): k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens.
+    SELECT k.id,
+           sum(i.weight * i.idf * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0)))
+               AS score,
+           -- How much of the question's informative weight the passage contains: evidence for
+           -- "not found" that, unlike a fused score, means the same from question to question.
+           sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
     FROM kw_candidates k
-    CROSS JOIN LATERAL unnest(k.keywords) AS u
-    JOIN informative i
-      ON (NOT i.prefix AND u.lexeme = i.term) OR (i.prefix AND starts_with(u.lexeme, i.term))
+    JOIN informative i ON k.keywords @@ i.query
     GROUP BY k.id
 ),
 kw_phrases AS (
