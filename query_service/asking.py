@@ -97,10 +97,12 @@ class Asker:
         self.answerer = answerer
         self.thresholds = thresholds or EvidenceThresholds()
 
-    def retrieve(self, conn: psycopg.Connection, question: str,
-                 groups: list[str]) -> PreparedAnswer:
-        started = time.perf_counter()
-        prepared = self.searcher.prepare(question)
+    def retrieve(self, conn: psycopg.Connection, question: str, groups: list[str],
+                 prepared: PreparedQuery | None = None) -> PreparedAnswer:
+        """The passages to answer from; `prepared` lets a caller embed the question before
+        taking a database connection."""
+        prepared = prepared or self.searcher.prepare(question)
+        started = time.perf_counter() - prepared.took_ms / 1000  # count the embedding too
         result, evidence = self.searcher.search(conn, prepared, groups, PASSAGES)
         passages = [
             Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title,

@@ -70,9 +70,9 @@ class KnowledgeService:
 
     def search(self, caller: Caller, question: str, k: int, mode: Mode) -> SearchResult:
         searcher = self.asker.searcher
+        prepared = searcher.prepare(question, mode)  # embedding holds no connection
         with self.pool.connection() as conn:
-            result, _ = searcher.search(conn, searcher.prepare(question, mode),
-                                        list(caller.groups), k, mode)
+            result, _ = searcher.search(conn, prepared, list(caller.groups), k, mode)
         return result
 
     def ask(self, caller: Caller, question: str) -> AskResult:
@@ -86,15 +86,18 @@ class KnowledgeService:
                 result = msgspec.structs.replace(cached, query_id=query_id)
                 self._log(conn, caller, question, result, hits=None, cached=True)
                 return result
-            prepared = self.asker.retrieve(conn, question, list(caller.groups))
+        question_vector = self.asker.searcher.prepare(question)  # holds no connection
+        with self.pool.connection() as conn:
+            prepared = self.asker.retrieve(conn, question, list(caller.groups), question_vector)
             result = self.asker.answer(prepared, question, query_id)
             self._log(conn, caller, question, result, hits=prepared.search, cached=False)
         self.cache.put(key, version, result)
         return result
 
     def prepare_stream(self, caller: Caller, question: str) -> tuple[str, PreparedAnswer]:
+        question_vector = self.asker.searcher.prepare(question)
         with self.pool.connection() as conn:
-            prepared = self.asker.retrieve(conn, question, list(caller.groups))
+            prepared = self.asker.retrieve(conn, question, list(caller.groups), question_vector)
         return str(uuid.uuid4()), prepared
 
     def stream(self, prepared: PreparedAnswer, question: str) -> StreamedAnswer | KnownAnswer:
