@@ -12,7 +12,7 @@ import unicodedata
 __all__ = ["CJK_RUN", "KEYWORDS_VERSION", "normalize", "terms", "to_tsvector_literal"]
 
 # Part of the pipeline version: changing what `terms` emits means re-indexing.
-KEYWORDS_VERSION = "2"
+KEYWORDS_VERSION = "3"
 
 # Dashes and minus signs that people type inside codes; NFKC leaves most of them alone.
 _DASHES = re.compile(r"[\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff0d\u30fc\uff70]")
@@ -25,6 +25,7 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f\uac00
 _TOKEN = re.compile(rf"[a-z0-9]+(?:-[a-z0-9]+)*|[{_CJK}]+")
 CJK_RUN = re.compile(rf"[{_CJK}]+")
 _CODE_DASH = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
+_UNHYPHENATED_CODE = re.compile(r"(?<![a-z0-9-])([a-z]{1,6})(\d{2,})(?![a-z0-9])")
 _MAX_POSITION = 16383  # PostgreSQL's limit for a tsvector position
 
 
@@ -45,7 +46,9 @@ def normalize(text: str) -> str:
     text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 5,000円 = 5000円
     text = _ARTICLE.sub(lambda m: f"第{_kanji_number(m.group(1))}{m.group(2)}", text)
     # A long-vowel mark is a dash only between Latin letters or digits (zp–2041, not コーヒー).
-    return re.sub(r"(?<=[a-z0-9])\s*[-" + _DASHES.pattern[1:-1] + r"]\s*(?=[a-z0-9])", "-", text)
+    text = re.sub(r"(?<=[a-z0-9])\s*[-" + _DASHES.pattern[1:-1] + r"]\s*(?=[a-z0-9])", "-", text)
+    # A code written without its hyphen is the same code: zp2041 = zp-2041.
+    return _UNHYPHENATED_CODE.sub(r"\1-\2", text)
 
 
 def terms(text: str) -> list[str]:

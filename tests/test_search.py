@@ -27,6 +27,8 @@ CORPUS = {
                        "開始の30日前までに届け出る。",
     "all/寮.md": "# 福利厚生\n\n独身寮の入居資格は入社3年目までとする。",
     "all/休暇.md": "# 休暇規程\n\n年次有給休暇は取得日の3営業日前までに申請する。",
+    "all/タイ工場.md": "# タイ工場\n\nโรงงานในประเทศไทย の稼働率は95%である。",
+    "all/VPN.md": "# リモート接続\n\nVPN clientを起動し、社員番号でsign inする。",
     "secret/給与.md": "# 給与規程\n\n給与支給日は毎月25日とする。ZP-2041担当者の手当を含む。",
 }
 
@@ -63,9 +65,17 @@ def test_code_question_finds_that_code_not_a_look_alike(corpus, conn, searcher, 
     assert top_paths(conn, searcher, "QC-2013の内容", mode=mode)[0] == "QC-2013_報告書.md"
 
 
-@pytest.mark.parametrize("written", ["ZP‐2041", "ＺＰ－２０４１", "zp−2041", "ZP – 2041"])
+@pytest.mark.parametrize("written", ["ZP‐2041", "ＺＰ－２０４１", "zp−2041", "ZP – 2041", "ZP2041"])
 def test_dash_and_width_variants_of_a_code_match(corpus, conn, searcher, written):
     assert top_paths(conn, searcher, f"{written}の吐出量", mode="keyword")[0] == "QC-2031_報告書.md"
+
+
+def test_thai_text_matches_by_2_grams(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "ประเทศไทย", mode="keyword")[0] == "タイ工場.md"
+
+
+def test_mixed_japanese_and_english_question_matches(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "VPN clientでsign inする方法", mode="keyword")[0] == "VPN.md"
 
 
 def test_adjacent_bigrams_rank_above_scattered_ones(corpus, conn, searcher):
