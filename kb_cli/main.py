@@ -230,8 +230,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     from psycopg_pool import ConnectionPool
 
-    from query_service.app import _configure_search_connection
     from query_service.identity import Caller
+    from query_service.search import pooled_search_connection
     from query_service.service import KnowledgeService
 
     url = prepare_database(settings)
@@ -239,7 +239,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     conn.close()
     caller = Caller(kind="cli", subject=getpass.getuser(), groups=tuple(args.groups))
     with ConnectionPool(url, min_size=1, max_size=1,
-                        configure=_configure_search_connection) as pool:
+                        configure=pooled_search_connection) as pool:
         result = KnowledgeService(pool, asker).ask(caller, args.question)
 
     def human() -> None:

@@ -18,7 +18,6 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
-from pgvector.psycopg import register_vector
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from kb_core.embeddings import make_embedder
@@ -30,7 +29,7 @@ from query_service.errors import EXCEPTION_HANDLERS
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
 from query_service.rerankers import make_reranker
-from query_service.search import Searcher, configure_search_session
+from query_service.search import Searcher, pooled_search_connection
 from query_service.service import KnowledgeService
 from query_service.synonyms import Synonyms
 
@@ -101,12 +100,6 @@ async def readyz(state: State) -> Response[Readiness]:
     return Response(Readiness(True, True, embedder.name, "ok"), status_code=HTTP_200_OK)
 
 
-def _configure_search_connection(conn: psycopg.Connection) -> None:
-    register_vector(conn)
-    configure_search_session(conn)
-    conn.commit()  # the pool wants its connections idle
-
-
 async def _purge_periodically(service: KnowledgeService, days: int) -> None:
     """Questions can hold personal data: drop log entries past their retention, daily."""
     while True:
@@ -132,7 +125,7 @@ def create_app(config: ServiceConfig) -> Litestar:
             check=AsyncConnectionPool.check_connection)
         search_pool = ConnectionPool(
             config.database_url, min_size=1, max_size=8, open=False, timeout=5,
-            configure=_configure_search_connection, check=ConnectionPool.check_connection)
+            configure=pooled_search_connection, check=ConnectionPool.check_connection)
         await state.identity_pool.open(wait=False)
         search_pool.open(wait=False)
         searcher = Searcher(state.embedder, Synonyms.from_env(), make_reranker(config.reranker))

@@ -11,6 +11,7 @@ from typing import Literal
 import msgspec
 import numpy as np
 import psycopg
+from pgvector.psycopg import register_vector
 
 from kb_core.embeddings import Embedder
 from kb_core.queries import query
@@ -28,6 +29,7 @@ __all__ = [
     "Searcher",
     "configure_search_session",
     "hybrid_search",
+    "pooled_search_connection",
 ]
 
 Mode = Literal["hybrid", "vector", "keyword"]
@@ -86,6 +88,13 @@ def configure_search_session(conn: psycopg.Connection) -> None:
     """Session settings for filtered HNSW search: keep scanning until k rows pass the filter."""
     conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
     conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
+
+
+def pooled_search_connection(conn: psycopg.Connection) -> None:
+    """A pool's `configure`: vector types and search settings, the connection left idle."""
+    register_vector(conn)
+    configure_search_session(conn)
+    conn.commit()
 
 
 def hybrid_search(
