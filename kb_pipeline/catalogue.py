@@ -20,6 +20,7 @@ __all__ = [
     "IngestPlan",
     "display_path",
     "file_checksum",
+    "file_mtime",
     "forget_files",
     "plan_files",
     "plan_folder",
@@ -62,7 +63,7 @@ def file_checksum(file: Path) -> str:
     return digest.hexdigest()
 
 
-def _mtime(stat: os.stat_result) -> dt.datetime:
+def file_mtime(stat: os.stat_result) -> dt.datetime:
     # Microseconds: what timestamptz keeps, so a stored mtime compares equal to a fresh stat.
     return dt.datetime.fromtimestamp(stat.st_mtime_ns // 1000 / 1e6, tz=dt.UTC)
 
@@ -157,12 +158,12 @@ def plan_files(
         if checksum is None and failed_checksum is None:
             plan.changed.append(uri)
             continue
-        same_stat = size == stat.st_size and mtime == _mtime(stat)
+        same_stat = size == stat.st_size and mtime == file_mtime(stat)
         current = checksum if same_stat and checksum else file_checksum(file)
         if current == checksum and version == pipeline_version:
             plan.unchanged.append(uri)
             if not same_stat:
-                conn.execute(query("touch_document"), {"uri": uri, "mtime": _mtime(stat)})
+                conn.execute(query("touch_document"), {"uri": uri, "mtime": file_mtime(stat)})
             _regroup(conn, file, root, tuple(groups), rule, fallback, plan)
         elif current == failed_checksum:
             plan.known_failing.append(uri)

@@ -7,7 +7,6 @@ index, one transaction per document, so the last good version stays searchable u
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import logging
 import time
@@ -23,7 +22,7 @@ from kb_core.index_model import record_index_model
 from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.queries import query
 from kb_pipeline.access import AccessError, resolve_access
-from kb_pipeline.catalogue import file_checksum
+from kb_pipeline.catalogue import file_checksum, file_mtime
 from kb_pipeline.chunking import CHUNKER_VERSION, chunk_document
 from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, parse_document
 
@@ -135,7 +134,7 @@ def stage_documents(
         conn.execute(
             query("stage_document"),
             {"uri": uri, "checksum": checksum, "size": stat.st_size,
-             "mtime": dt.datetime.fromtimestamp(stat.st_mtime_ns // 1000 / 1e6, tz=dt.UTC),
+             "mtime": file_mtime(stat),
              "version": scope.version, "groups": list(access.groups), "rule": access.rule,
              "run_id": scope.run_id},
         )
@@ -248,11 +247,14 @@ def embed_chunks(
 def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedder) -> StageReport:
     """search_index: replace each document's live rows, one transaction per document."""
     report = StageReport()
-    for (uri,) in conn.execute(query("ready_to_index"), _params(scope)).fetchall():
+    ready = conn.execute(query("ready_to_index"), _params(scope)).fetchall()
+    if ready:
+        # Once per run, before any document: a mismatching model fails the run here.
+        record_index_model(conn, embedder)
+    for (uri,) in ready:
         params = {"uri": uri, "run_id": scope.run_id, "model": embedder.name}
         with conn.transaction():
             conn.execute(query("lock_keyword_stats"))
-            record_index_model(conn, embedder)
             row = conn.execute(query("upsert_document"), params).fetchone()
             if row is None:  # taken over by a newer run meanwhile
                 continue
