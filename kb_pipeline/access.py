@@ -10,6 +10,7 @@ groups (visible to nobody) unless `kb ingest --groups` gave it fallback groups.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,16 @@ def _groups(value: object, where: str) -> tuple[str, ...]:
     return tuple(sorted({g.strip() for g in value}))
 
 
+def _check_inside(path: Path, inside: Path, what: str) -> None:
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:  # missing, or a symlink loop (RuntimeError on 3.11)
+        raise AccessError(f"{path}: {what} cannot be resolved ({exc})") from exc
+    if inside not in target.parents:
+        raise AccessError(f"{path}: {what} is a symlink leading outside the watched folder; "
+                          "not read")
+
+
 def _read(access_file: Path) -> dict:
     try:
         with access_file.open("rb") as fh:
@@ -46,11 +57,20 @@ def _read(access_file: Path) -> dict:
 def resolve_access(
     file: Path, root: Path, fallback_groups: tuple[str, ...] | None = None
 ) -> DocumentAccess:
-    """The groups that may see `file`, looking for access files from its folder up to `root`."""
+    """The groups that may see `file`, looking for access files from its folder up to `root`.
+
+    Raises AccessError for a file that resolves outside `root` (a file swapped for a symlink
+    after the folder was scanned), so nothing outside a watched folder is ever staged.
+    """
+    inside = root.resolve()
+    _check_inside(file, inside, "file")
     folder = file.parent
     while True:
         access_file = folder / ACCESS_FILE
-        if access_file.is_file():
+        # lexists, not is_file: an access file that is a broken symlink or a directory must
+        # fail, not count as absent, or its documents would silently inherit a wider rule.
+        if os.path.lexists(access_file):
+            _check_inside(access_file, inside, "access file")
             rules = _read(access_file)
             per_file = rules.get("files", {})
             if file.parent == folder and file.name in per_file:

@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import logging
 import os
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ __all__ = [
     "file_checksum",
     "file_mtime",
     "forget_files",
+    "oversize_error",
     "plan_files",
     "plan_folder",
     "scan_folder",
@@ -51,8 +53,20 @@ class IngestPlan:
 
 
 def display_path(root: Path, file: Path) -> str:
-    """A document's path for people: relative to its watched folder, prefixed with its name."""
-    return f"{root.name}/{file.relative_to(root).as_posix()}"
+    """A document's path for people: relative to its watched folder, prefixed with its name.
+
+    NFC-normalized: files saved from a Mac keep decomposed names (「カ\u3099イト\u3099」 for
+    ガイド) that look the same but match nothing people type; `source_uri` keeps the real name.
+    """
+    return unicodedata.normalize("NFC", f"{root.name}/{file.relative_to(root).as_posix()}")
+
+
+def oversize_error(size: int, max_bytes: int) -> str:
+    """The recorded error of a file over KB_MAX_FILE_MB (decided from its size alone)."""
+    return (
+        f"file is {size / 2**20:.1f} MB, over the limit of {max_bytes / 2**20:.0f} MB "
+        "(KB_MAX_FILE_MB)"
+    )
 
 
 def file_checksum(file: Path) -> str:
@@ -88,6 +102,11 @@ def scan_folder(root: Path, warnings: list[str]) -> list[Path]:
                 if root.resolve() not in target.parents:
                     warnings.append(f"{file}: symlink leads outside the watched folder; skipped")
                     continue
+            if not _is_utf8(str(file)):
+                # A name in Shift_JIS bytes (a ZIP unpacked on Linux) decodes to surrogates,
+                # which no database, log or JSON can carry: it used to fail the whole sensor tick.
+                warnings.append(f"{os.fsencode(file)!r}: file name is not valid UTF-8; skipped")
+                continue
             if any(part in str(file) for part in _INVALID_KEY_PARTS):
                 warnings.append(f"{file!s:.200}: file name contains characters that cannot name a "
                                 "document (control characters or '...'); skipped")
@@ -96,11 +115,20 @@ def scan_folder(root: Path, warnings: list[str]) -> list[Path]:
     return found
 
 
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def plan_folder(
     conn: psycopg.Connection,
     root: Path,
     pipeline_version: str,
     fallback_groups: tuple[str, ...] | None = None,
+    max_bytes: int | None = None,
 ) -> IngestPlan:
     """Plan a whole watched folder: new, changed and deleted files, and changed access rules.
 
@@ -118,7 +146,7 @@ def plan_folder(
             "(unmounted share?); nothing deleted, waiting"
         )
         return plan
-    plan.merge(plan_files(conn, root, files, pipeline_version, fallback_groups))
+    plan.merge(plan_files(conn, root, files, pipeline_version, fallback_groups, max_bytes))
     plan.deleted = sorted(known - {str(f) for f in files})
     return plan
 
@@ -129,8 +157,12 @@ def plan_files(
     files: list[Path],
     pipeline_version: str,
     fallback_groups: tuple[str, ...] | None = None,
+    max_bytes: int | None = None,
 ) -> IngestPlan:
-    """Register `files` under `root` and decide for each whether it needs ingesting."""
+    """Register `files` under `root` and decide for each whether it needs ingesting.
+
+    A file over `max_bytes` is refused here from its size alone, before anything reads it.
+    """
     plan = IngestPlan()
     uris = [str(f) for f in files]
     conn.execute(
@@ -155,21 +187,79 @@ def plan_files(
             continue
         (checksum, size, mtime, version, groups, rule, failed_checksum,
          fallback) = state.get(uri, (None,) * 8)
-        if checksum is None and failed_checksum is None:
-            plan.changed.append(uri)
-            continue
-        same_stat = size == stat.st_size and mtime == file_mtime(stat)
-        current = checksum if same_stat and checksum else file_checksum(file)
-        if current == checksum and version == pipeline_version:
-            plan.unchanged.append(uri)
-            if not same_stat:
-                conn.execute(query("touch_document"), {"uri": uri, "mtime": file_mtime(stat)})
+        if checksum is not None:
+            # Access applies to the live version whatever its file's bytes are doing now: a
+            # changed, failing or oversized file's last good version must not keep a revoked
+            # group until a run (which may never succeed) replaces it.
             _regroup(conn, file, root, tuple(groups), rule, fallback, plan)
-        elif current == failed_checksum:
-            plan.known_failing.append(uri)
-        else:
+        if max_bytes is not None and stat.st_size > max_bytes:
+            # Its bytes are never hashed (that would read all of a 200 MB file on every tick):
+            # the failure is keyed by size and mtime, so it is retried once the file is rewritten.
+            fingerprint = f"unread:{stat.st_size}:{stat.st_mtime_ns}"
+            _refuse(conn, root, file, pipeline_version, plan,
+                    oversize_error(stat.st_size, max_bytes), fingerprint,
+                    recorded=failed_checksum == fingerprint)
+            continue
+        if checksum is not None or failed_checksum is not None:
+            same_stat = size == stat.st_size and mtime == file_mtime(stat)
+            current = checksum if same_stat and checksum else file_checksum(file)
+            if current == checksum and version == pipeline_version:
+                plan.unchanged.append(uri)
+                if not same_stat:
+                    conn.execute(query("touch_document"), {"uri": uri, "mtime": file_mtime(stat)})
+                continue
+            if current == failed_checksum:
+                plan.known_failing.append(uri)
+                continue
+        if not _access_refused(conn, root, file, fallback, pipeline_version, plan):
             plan.changed.append(uri)
     return plan
+
+
+def _access_refused(
+    conn: psycopg.Connection,
+    root: Path,
+    file: Path,
+    fallback: list[str] | None,
+    pipeline_version: str,
+    plan: IngestPlan,
+) -> bool:
+    """Whether `file`'s access rule cannot be resolved; if so its failure is recorded once.
+
+    A run could only fail on it; launching one on every tick until someone fixes the access
+    file would only fill the run history. Fixing the rule makes the file ingestible again on
+    the next tick, as it then resolves.
+    """
+    try:
+        resolve_access(file, root, tuple(fallback) if fallback else None)
+    except AccessError as exc:
+        last = conn.execute(query("open_failures_of"), {"uris": [str(file)]}).fetchone()
+        _refuse(conn, root, file, pipeline_version, plan, str(exc), None,
+                recorded=last is not None and last[1] == str(exc))
+        return True
+    return False
+
+
+def _refuse(
+    conn: psycopg.Connection,
+    root: Path,
+    file: Path,
+    pipeline_version: str,
+    plan: IngestPlan,
+    error: str,
+    checksum: str | None,
+    recorded: bool,
+) -> None:
+    """Decide `file` as failing without launching a run; record the failure unless its last
+    open failure already says the same (`recorded`), so each tick does not add a row."""
+    plan.known_failing.append(str(file))
+    if recorded:
+        return
+    conn.execute(
+        query("record_failure"),
+        {"uri": str(file), "path": display_path(root, file), "checksum": checksum,
+         "stage": "raw_documents", "version": pipeline_version, "error": error, "run_id": None},
+    )
 
 
 def _regroup(

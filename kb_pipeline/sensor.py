@@ -43,7 +43,9 @@ def docs_folder_sensor(
     plan = IngestPlan()
     with postgres.connection() as conn:
         for root in settings.docs_dirs:
-            plan.merge(plan_folder(conn, root, version))
+            # The size limit is applied here, from the files' sizes: an oversized file
+            # launches no run and is not re-read on every tick.
+            plan.merge(plan_folder(conn, root, version, max_bytes=settings.max_file_bytes))
         forget_files(conn, plan.deleted)
     for warning in plan.warnings:
         context.log.warning(warning)

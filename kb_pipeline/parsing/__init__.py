@@ -7,6 +7,8 @@ with a precise English message for anything it cannot parse; no library exceptio
 from __future__ import annotations
 
 import datetime as dt
+import re
+import unicodedata
 from collections.abc import Callable
 from functools import partial
 from pathlib import PurePosixPath, PureWindowsPath
@@ -34,7 +36,8 @@ __all__ = [
 ]
 
 # Part of the pipeline version: bump whenever any parser's output changes.
-PARSER_VERSION = "1"
+# 2: titles taken from file names are NFC-normalized (decomposed names saved from Macs).
+PARSER_VERSION = "2"
 
 _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
     ".md": partial(parse_markdown, suffix=".md"),
@@ -49,6 +52,11 @@ _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
 }
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(_PARSERS)
 
+# What PostgreSQL text and JSON cannot carry: NUL (jsonb and text refuse it) and lone surrogates
+# (not encodable as UTF-8). A PDF whose ToUnicode map points glyphs at U+0000 or U+D800 yields
+# them; left in, they failed the whole run when the parse was saved, not just this document.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
 
 def parse_document(name: str, data: bytes, modified: dt.date | None = None) -> ParsedDocument:
     """Return the parsed form of the file `name` holding `data`.
@@ -57,7 +65,10 @@ def parse_document(name: str, data: bytes, modified: dt.date | None = None) -> P
     states (改定日, 施行日 …), else `modified`.
     """
     path = PureWindowsPath(name) if "\\" in name else PurePosixPath(name)
-    suffix, stem = path.suffix.lower(), path.stem or path.name
+    suffix = path.suffix.lower()
+    # A name saved from a Mac is decomposed (「カ\u3099イト\u3099」); as a title it must read and
+    # match like the composed form people type.
+    stem = unicodedata.normalize("NFC", path.stem or path.name)
     parser = _PARSERS.get(suffix)
     if parser is None:
         raise ParseError(f"unsupported file type '{suffix}'" if suffix else "file has no extension")
@@ -73,7 +84,31 @@ def parse_document(name: str, data: bytes, modified: dt.date | None = None) -> P
         # Library failures the format modules did not anticipate still become a reported,
         # per-file failure instead of crashing the run.
         raise ParseError(f"{suffix} parser failed: {type(exc).__name__}: {exc}") from exc
+    document = _storable(document)
     if not any(block.text.strip() for block in document.blocks):
         raise ParseError("document contains no text")
     text = "\n".join(block.text for block in document.blocks)
     return msgspec.structs.replace(document, revision_date=find_revision_date(text) or modified)
+
+
+def _storable(document: ParsedDocument) -> ParsedDocument:
+    """Return `document` without NUL characters, and with lone surrogates as U+FFFD.
+
+    No document indexed before could contain either (saving it failed), so this changes no
+    indexed output and needs no PARSER_VERSION bump of its own.
+    """
+
+    def clean(text: str) -> str:
+        return _UNSTORABLE.sub(lambda m: "" if m[0] == "\x00" else "\ufffd", text)
+
+    texts = [document.title, *(b.text for b in document.blocks),
+             *(b.location or "" for b in document.blocks)]
+    if not any(_UNSTORABLE.search(text) for text in texts):
+        return document
+    blocks = [
+        msgspec.structs.replace(
+            b, text=clean(b.text), location=clean(b.location) if b.location else b.location
+        )
+        for b in document.blocks
+    ]
+    return msgspec.structs.replace(document, title=clean(document.title), blocks=blocks)
