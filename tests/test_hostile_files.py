@@ -295,7 +295,7 @@ def link_hostile(folder: Path, outside: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_hostile_folder_in_one_batch(watched, instance, conn, tmp_path, caplog):
+def test_hostile_folder_in_one_batch(watched, instance, conn, tmp_path):
     folder, settings = watched
     (folder / "keep").mkdir()
     first_versions = {
