@@ -3,8 +3,10 @@ caller; the caller's groups come from its credentials alone, never from the requ
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import anyio
 import msgspec
@@ -12,7 +14,10 @@ from litestar import Controller, Request, post
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import NotAuthorizedException
-from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType, Operation, Schema
+from litestar.params import Body
+from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 from query_service.asking import AskResult
 from query_service.errors import ServiceError
@@ -20,34 +25,95 @@ from query_service.identity import Caller, IdentityError, identify
 from query_service.search import SearchResult
 from query_service.service import KnowledgeService, public
 
-__all__ = ["KnowledgeController", "provide_caller"]
+__all__ = ["BEARER", "ErrorBody", "KnowledgeController", "provide_caller"]
+
+BEARER = "bearerToken"  # the OpenAPI security scheme: an API token or an employee's JWT
+
+# The request limits are part of the published contract (OpenAPI), so a client, or schemathesis,
+# can tell a valid request from an invalid one; msgspec enforces them with a 400. A text must
+# hold something other than white space; the configurable length limit (KB_MAX_QUESTION_CHARS)
+# is checked in the handler.
+Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"\S")]
 
 
 class SearchRequest(msgspec.Struct, forbid_unknown_fields=True):
-    query: str
-    k: int = 10
+    query: Text
+    k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
     mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
 
 
 class AskRequest(msgspec.Struct, forbid_unknown_fields=True):
-    question: str
+    question: Text
     stream: bool = False
 
 
 class FeedbackRequest(msgspec.Struct, forbid_unknown_fields=True):
-    query_id: str
+    # A UUID, as /v1/ask returns it: anything else (`../../etc/passwd`, SQL) is refused with 400
+    # before it reaches the database, which failed on it with a 500 (invalid input for uuid).
+    query_id: uuid.UUID
     helpful: bool
-    comment: str | None = None
+    comment: Annotated[str, msgspec.Meta(max_length=4000)] | None = None
+
+
+# The request structs refuse unknown fields (a body naming `groups` must fail loudly); OpenAPI
+# has to say so, or a client (and schemathesis) takes extra properties for allowed.
+CLOSED = Body(schema_extra={"additionalProperties": False})
 
 
 class FeedbackReceipt(msgspec.Struct):
     ok: bool
 
 
+class ErrorBody(msgspec.Struct):
+    """Every error response: a stable code and a sentence for people (errors.py)."""
+
+    error: str
+    detail: str
+
+
+def _error(description: str) -> ResponseSpec:
+    return ResponseSpec(data_container=ErrorBody, description=description,
+                        generate_examples=False)
+
+
+# Documented on every handler: Litestar's default 400 schema ({status_code, detail, extra}) is
+# not what errors.py sends, and clients need to know the 401/413/429/503 bodies too.
+ERROR_RESPONSES = {
+    400: _error("Invalid request: malformed JSON, unknown, missing or out-of-range fields, "
+                "empty or too long text, unknown query id"),
+    401: _error("Missing, unknown, revoked or expired credentials"),
+    413: _error("Request body larger than the limit (64 KiB)"),
+    429: _error("Too many requests from this caller; retry after Retry-After seconds"),
+    503: _error("The database is unreachable; retry shortly"),
+}
+
+
+@dataclass
+class AskOperation(Operation):
+    """/v1/ask in OpenAPI: its 200 is JSON, or Server-Sent Events when `stream` is true."""
+
+    def __post_init__(self) -> None:
+        ok = (self.responses or {}).get("200")
+        if isinstance(ok, OpenAPIResponse) and ok.content is not None:
+            # One event: its name and its data, a JSON text.
+            ok.content["text/event-stream"] = OpenAPIMediaType(schema=Schema(
+                type=OpenAPIType.OBJECT, required=["event", "data"],
+                description="`citations` (the passages offered), `delta` events with text, "
+                            "then `done` carrying the full answer JSON",
+                properties={
+                    "event": Schema(type=OpenAPIType.STRING,
+                                    enum=["citations", "delta", "done"]),
+                    "data": Schema(type=OpenAPIType.STRING, content_media_type="application/json"),
+                }))
+
+
 async def provide_caller(request: Request, state: State) -> Caller:
     """The verified caller of this request, rate-limited by its identity."""
     try:
-        async with state.identity_pool.connection() as aconn:
+        # The first database work of every request: while the database is known to be down,
+        # wait briefly, so the outage is answered with a prompt 503 (errors.DatabaseHealth).
+        async with state.identity_pool.connection(timeout=state.database.wait_s) as aconn:
+            state.database.answered()
             caller = await identify(request.headers.get("authorization"), aconn, state.jwt)
     except IdentityError as exc:
         raise NotAuthorizedException(detail=exc.reason) from None
@@ -61,41 +127,50 @@ def _checked(text: str, state: State, field: str) -> str:
     if len(text) > state.max_question_chars:
         raise ServiceError(f"{field} has {len(text)} characters; the limit is "
                            f"{state.max_question_chars}", code="question_too_long")
-    return text
+    return _storable(text)
+
+
+def _storable(text: str) -> str:
+    """`text` with NUL, which JSON allows and PostgreSQL text cannot hold (a search or a logged
+    question holding one failed with a 500), replaced by U+FFFD as for any undecodable input."""
+    return text.replace("\x00", "\ufffd")
 
 
 class KnowledgeController(Controller):
     path = "/v1"
     tags = ["knowledge"]
     dependencies = {"caller": Provide(provide_caller)}
+    security = [{BEARER: []}]
 
-    @post("/search", operation_id="search", status_code=200)
-    async def search(self, data: SearchRequest, caller: Caller, state: State) -> SearchResult:
+    @post("/search", operation_id="search", status_code=200, responses=ERROR_RESPONSES)
+    async def search(self, data: Annotated[SearchRequest, CLOSED], caller: Caller,
+                     state: State) -> SearchResult:
         """Hybrid search over the documents the caller may see."""
-        if not 1 <= data.k <= 50:
-            raise ServiceError("k must be between 1 and 50")
         query = _checked(data.query, state, "query")
         service: KnowledgeService = state.service
         return public(await anyio.to_thread.run_sync(service.search, caller, query, data.k,
                                                      data.mode))
 
-    @post("/ask", operation_id="ask", status_code=200)
-    async def ask(self, data: AskRequest, caller: Caller,
-                  state: State) -> AskResult | ServerSentEvent:
+    # Annotated Response[AskResult], not `AskResult | ServerSentEvent`: the union became
+    # `oneOf: [AskResult, {}]` in OpenAPI, which no answer can satisfy (it matches both).
+    @post("/ask", operation_id="ask", status_code=200, responses=ERROR_RESPONSES,
+          operation_class=AskOperation)
+    async def ask(self, data: Annotated[AskRequest, CLOSED], caller: Caller,
+                  state: State) -> Response[AskResult]:
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
         question = _checked(data.question, state, "question")
         if data.stream:
             return ServerSentEvent(_answer_events(state.service, caller, question))
-        return public(await anyio.to_thread.run_sync(state.service.ask, caller, question))
+        return Response(public(await anyio.to_thread.run_sync(state.service.ask, caller,
+                                                              question)))
 
-    @post("/feedback", operation_id="feedback", status_code=200)
-    async def feedback(self, data: FeedbackRequest, caller: Caller,
+    @post("/feedback", operation_id="feedback", status_code=200, responses=ERROR_RESPONSES)
+    async def feedback(self, data: Annotated[FeedbackRequest, CLOSED], caller: Caller,
                        state: State) -> FeedbackReceipt:
         """Mark an answer this caller received as helpful or not, with an optional comment."""
-        if data.comment is not None and len(data.comment) > 4000:
-            raise ServiceError("comment is longer than 4000 characters")
+        comment = _storable(data.comment) if data.comment is not None else None
         found = await anyio.to_thread.run_sync(
-            state.service.feedback, caller, data.query_id, data.helpful, data.comment)
+            state.service.feedback, caller, str(data.query_id), data.helpful, comment)
         if not found:
             raise ServiceError("no such query for this caller", code="unknown_query")
         return FeedbackReceipt(ok=True)

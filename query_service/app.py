@@ -16,6 +16,7 @@ import psycopg
 from litestar import Litestar, get
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -23,9 +24,9 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from kb_core.embeddings import make_embedder
 from kb_core.index_model import IndexModelMismatchError, check_index_model_async
 from query_service.answerers import make_answerer
-from query_service.api import KnowledgeController
+from query_service.api import BEARER, KnowledgeController
 from query_service.asking import Asker
-from query_service.errors import EXCEPTION_HANDLERS
+from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
 from query_service.rerankers import make_reranker
@@ -36,6 +37,9 @@ from query_service.synonyms import Synonyms
 __all__ = ["ServiceConfig", "create_app"]
 
 log = logging.getLogger(__name__)
+
+POOL_TIMEOUT_S = 5.0  # the longest a request waits for a connection while the database is up
+RECONNECT_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -91,10 +95,12 @@ async def readyz(state: State) -> Response[Readiness]:
     try:
         async with state.identity_pool.connection(timeout=2) as conn:
             await check_index_model_async(conn, embedder)
+        state.database.answered()
     except IndexModelMismatchError as exc:
         body = Readiness(False, True, embedder.name, "mismatch", str(exc))
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     except (psycopg.Error, TimeoutError, OSError) as exc:
+        state.database.failed()
         body = Readiness(False, False, embedder.name, "unknown", f"database: {exc}")
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     return Response(Readiness(True, True, embedder.name, "ok"), status_code=HTTP_200_OK)
@@ -120,12 +126,19 @@ def create_app(config: ServiceConfig) -> Litestar:
         state.embedder = make_embedder(config.embedder)
         # Identity lookups are small queries on the event loop; search and answering are CPU
         # work (embedding, sentence scoring) that runs in worker threads on their own pool.
+        # reconnect_timeout: a pool retries a failed connection with exponential backoff (1, 2,
+        # 4, 8, 16, 32 s ...) and starts no other attempt meanwhile, so after a 20 s database
+        # restart the service stayed unready for another 10 s and more. Giving up after 1 s
+        # lets the next request that needs a connection start a fresh attempt at once.
+        state.database = DatabaseHealth(wait_up_s=POOL_TIMEOUT_S)
         state.identity_pool = AsyncConnectionPool(
-            config.database_url, min_size=1, max_size=4, open=False, timeout=5,
-            check=AsyncConnectionPool.check_connection)
+            config.database_url, min_size=1, max_size=4, open=False, timeout=POOL_TIMEOUT_S,
+            reconnect_timeout=RECONNECT_TIMEOUT_S, check=AsyncConnectionPool.check_connection,
+            name="identity")
         search_pool = ConnectionPool(
-            config.database_url, min_size=1, max_size=8, open=False, timeout=5,
-            configure=pooled_search_connection, check=ConnectionPool.check_connection)
+            config.database_url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
+            reconnect_timeout=RECONNECT_TIMEOUT_S, configure=pooled_search_connection,
+            check=ConnectionPool.check_connection, name="search")
         await state.identity_pool.open(wait=False)
         search_pool.open(wait=False)
         searcher = Searcher(state.embedder, Synonyms.from_env(), make_reranker(config.reranker))
@@ -148,9 +161,13 @@ def create_app(config: ServiceConfig) -> Litestar:
         route_handlers=[healthz, readyz, KnowledgeController],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
+        after_request=json_not_found,
         request_max_body_size=config.max_body_bytes,
         openapi_config=OpenAPIConfig(
             # No docs UI: the bundled ones load their JavaScript from a CDN (DESIGN.md).
             title="社内ナレッジ検索", version="0.1.0", path="/schema", render_plugins=[],
+            components=Components(security_schemes={BEARER: SecurityScheme(
+                type="http", scheme="bearer",
+                description="An app's API token (`kb token create`) or an employee's JWT")}),
         ),
     )

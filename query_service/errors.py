@@ -10,7 +10,13 @@ import psycopg_pool
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
-__all__ = ["EXCEPTION_HANDLERS", "RateLimitedError", "ServiceError"]
+__all__ = [
+    "EXCEPTION_HANDLERS",
+    "DatabaseHealth",
+    "RateLimitedError",
+    "ServiceError",
+    "json_not_found",
+]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,32 @@ class RateLimitedError(ServiceError):
     def __init__(self, retry_after_s: int) -> None:
         super().__init__(f"too many requests; retry in {retry_after_s} s")
         self.retry_after_s = retry_after_s
+
+
+class DatabaseHealth:
+    """Whether the database answered when it was last tried, and so how long a request may wait
+    for a connection.
+
+    A connection pool waits its full timeout (5 s) for a connection that cannot come while the
+    server is down, so during an outage every request would hang 5 s before its 503. Once a
+    request has found the database unreachable, the next ones wait `wait_down_s` instead: the
+    503 comes at once, and the first request that gets a connection marks it up again.
+    """
+
+    def __init__(self, wait_up_s: float = 5.0, wait_down_s: float = 1.0) -> None:
+        self.wait_up_s = wait_up_s
+        self.wait_down_s = wait_down_s
+        self.down = False
+
+    @property
+    def wait_s(self) -> float:
+        return self.wait_down_s if self.down else self.wait_up_s
+
+    def answered(self) -> None:
+        self.down = False
+
+    def failed(self) -> None:
+        self.down = True
 
 
 def _body(code: str, detail: str, status: int, headers: dict | None = None) -> Response:
@@ -62,10 +94,22 @@ def _http_error(_: Request, exc: HTTPException) -> Response:
     return _body(code, exc.detail, exc.status_code, exc.headers)
 
 
-def _database_down(_: Request, exc: Exception) -> Response:
+def _database_down(request: Request, exc: Exception) -> Response:
     log.warning("database unavailable: %s", exc)
+    health = getattr(request.app.state, "database", None)
+    if health is not None:
+        health.failed()
     return _body("database_unavailable", "the database is unreachable; retry shortly", 503,
                  {"Retry-After": "5"})
+
+
+def json_not_found(response: Response) -> Response:
+    """An after-request hook: Litestar's OpenAPI router answers an unknown path under /schema
+    (`/schema/../../etc/passwd`) with an HTML 404 page, which no handler here can catch; every
+    error of this service is the JSON body."""
+    if response.status_code == 404 and response.media_type == MediaType.HTML:
+        return _body("not_found", "Not Found", 404)
+    return response
 
 
 def _unexpected(_: Request, exc: Exception) -> Response:

@@ -132,7 +132,7 @@ _QUESTIONS = st.sampled_from([
 ]) | st.text(alphabet="品質検査給与東京都庁年休寮ZP-2041 の", min_size=1, max_size=12)
 
 
-@hypothesis_settings(max_examples=150, deadline=None,
+@hypothesis_settings(max_examples=1000, deadline=None,  # issue 6: at least 1,000 examples
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
