@@ -10,11 +10,8 @@ httpx.AsyncClient on loopback, in this process. Then it adds synthetic chunks up
 the same database and runs the same loads against a restarted server.
 
 - Index "samples": the sample documents as ingested.
-- Index "100k": the samples plus synthetic chunks of one synthetic document readable by
-  all-employees, written with COPY. Each synthetic passage mixes the sentences of two sample
-  passages A and B (rotated, their numbers and codes varied) so the 2-gram keyword leg meets
-  realistic posting lists, and its vector is normalize(w * e_A + (1 - w) * e_B + noise), which
-  stays inside the narrow cone real e5 vectors occupy. keyword_df is recomputed afterwards.
+- Index "100k": the samples plus synthetic chunks readable by all-employees, written with
+  COPY (bench/corpus.py says how they are made).
 - Questions: every "question" of samples/eval.jsonl, cycled in file order.
 - (a) open loop: requests sent on a fixed schedule (--rate per second) whatever the responses;
   latency counts from the scheduled send time, so a server falling behind shows up as latency
@@ -35,12 +32,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import itertools
 import json
 import os
-import random
-import re
 import shutil
 import signal
 import socket
@@ -54,6 +48,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import psutil
+from corpus import add_synthetic_chunks  # bench/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO / "samples" / "docs"
@@ -152,122 +147,6 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self._log.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# The 100k index: synthetic chunks next to the samples
-
-_PIECE = re.compile(r"[^。\n]+(?:。|\n|$)|\n")
-_NUMBER = re.compile(r"\d+")
-
-
-def _pieces(content: str) -> list[str]:
-    return [p for p in _PIECE.findall(content) if p.strip()] or [content]
-
-
-def _synthetic_texts(bases: list[tuple[str, str, int]], a: np.ndarray, b: np.ndarray,
-                     rng: random.Random) -> list[tuple[str, str, int]]:
-    """(heading, content, token_count) of each synthetic passage, from sample passages a and b."""
-    pieces = [_pieces(content) for _, content, _ in bases]
-
-    def vary(match: re.Match) -> str:
-        digits = match.group()
-        if rng.random() < 0.3:
-            return digits
-        width = len(digits)
-        return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
-
-    out = []
-    for i, j in zip(a.tolist(), b.tolist(), strict=True):
-        own, other = pieces[i], pieces[j]
-        turn = rng.randrange(len(own))
-        chosen = [p if rng.random() < 0.7 else rng.choice(other)
-                  for p in own[turn:] + own[:turn]]
-        content = _NUMBER.sub(vary, "".join(chosen)).strip()
-        heading, base_content, base_tokens = bases[i]
-        tokens = max(8, round(base_tokens * len(content) / max(len(base_content), 1)))
-        out.append((heading, content, tokens))
-    return out
-
-
-def build_100k(url: str, total: int, seed: int = 7) -> int:
-    """Add synthetic chunks until the index holds `total`; return how many were added."""
-    from kb_core.database import connect
-    from kb_core.keywords import to_tsvector_literal
-
-    with connect(url, autocommit=True) as conn:
-        existing = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        need = total - existing
-        if need <= 0:
-            return 0
-        rows = conn.execute(
-            "SELECT heading, content, token_count, embedding FROM chunks "
-            "WHERE %s = ANY(allowed_groups) ORDER BY id", (GROUP,)).fetchall()
-        if not rows:
-            raise RuntimeError(f"no sample chunk readable by {GROUP}")
-        bases = [(r[0], r[1], r[2]) for r in rows]
-        base_vectors = np.array([np.asarray(r[3].to_numpy() if hasattr(r[3], "to_numpy")
-                                            else r[3], dtype=np.float32) for r in rows])
-
-        started = time.perf_counter()
-        nprng = np.random.default_rng(seed)
-        a = nprng.integers(0, len(bases), need)
-        b = nprng.integers(0, len(bases), need)
-        w = nprng.uniform(0.5, 1.0, need).astype(np.float32)[:, None]
-        noise = nprng.normal(scale=0.15 / np.sqrt(384), size=(need, 384)).astype(np.float32)
-        vectors = w * base_vectors[a] + (1 - w) * base_vectors[b] + noise
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        texts = _synthetic_texts(bases, a, b, random.Random(seed))
-        title = "合成文書"
-        version = conn.execute("SELECT pipeline_version FROM documents LIMIT 1").fetchone()[0]
-        document_id = conn.execute(
-            "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
-            "pipeline_version, allowed_groups, access_rule, revision_source, file_mtime) "
-            "VALUES ('/bench/synthetic', 'bench/synthetic', %s, 'text/plain', 1, 'bench', %s, "
-            "%s, 'bench', 'mtime', now()) RETURNING id", (title, version, [GROUP])).fetchone()[0]
-
-        # Bulk load without the secondary indexes, then build them as the migrations define
-        # them (read back from the catalogue, so a changed definition is rebuilt as changed).
-        indexes = conn.execute(
-            "SELECT i.indexname, i.indexdef FROM pg_indexes i "
-            "WHERE i.schemaname = current_schema() AND i.tablename = 'chunks' "
-            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c "
-            "                WHERE c.conindid = to_regclass(quote_ident(i.indexname)))"
-        ).fetchall()
-        for name, _ in indexes:
-            conn.execute(f'DROP INDEX "{name}"')
-        # psycopg has no binary dumper for tsvector: COPY in text format; the server parses each
-        # column's text (the vector via pgvector's text dumper, keywords as a tsvector literal).
-        with conn.cursor().copy(
-            "COPY chunks (document_id, chunk_index, heading, location, content, search_text, "
-            "token_count, text_sha256, allowed_groups, embedding, keywords) FROM STDIN"
-        ) as copy:
-            for n, ((heading, content, tokens), vector) in enumerate(
-                    zip(texts, vectors, strict=True)):
-                text = f"【{title}】{heading}\n{content}"
-                copy.write_row((document_id, n, heading, None, content, text, tokens,
-                                hashlib.sha256(text.encode()).hexdigest(), [GROUP], vector,
-                                to_tsvector_literal(text)))
-        loaded = time.perf_counter() - started
-        print(f"synthetic chunks: {need} generated and copied in {loaded:.0f} s", flush=True)
-
-        started = time.perf_counter()
-        conn.execute("SET maintenance_work_mem = '1GB'")
-        for name, definition in indexes:
-            step = time.perf_counter()
-            conn.execute(definition)
-            print(f"index {name}: {time.perf_counter() - step:.0f} s", flush=True)
-        with conn.transaction():
-            conn.execute("DELETE FROM keyword_df")
-            conn.execute("INSERT INTO keyword_df (term, df) "
-                         "SELECT lexeme, count(*) FROM chunks, unnest(keywords) GROUP BY lexeme")
-            conn.execute("INSERT INTO keyword_df (term, df) SELECT '', count(*) FROM chunks")
-        conn.execute("ANALYZE chunks")
-        conn.execute("ANALYZE keyword_df")
-        terms = conn.execute("SELECT count(*) FROM keyword_df").fetchone()[0]
-        print(f"indexes, keyword_df ({terms} terms) and ANALYZE: "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
-    return need
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,7 +362,7 @@ def main() -> None:
         if not args.skip_100k:
             started = time.perf_counter()
             print(f"\nbuilding the {args.chunks}-chunk index", flush=True)
-            build_100k(url, args.chunks)
+            add_synthetic_chunks(url, args.chunks)
             print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
             label = f"{args.chunks // 1000}k"
             results = _serve_and_bench(label, home, url, questions, args, token)

@@ -115,8 +115,22 @@ def test_kb_db_commands_manage_the_embedded_server(kb_env):
     status = kb_json(kb_env, "db", "status")
     assert status["running"] and status["url"] == url
     assert kb_env["KB_HOME"] in status["pgdata"]
+    # The first start sized shared buffers to the machine (a quarter, 128 MB to 1 GB) and
+    # restarted the server once for it; the setting outlives a stop and start.
+    physical_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    wanted = f"{max(128, min(1024, physical_mb // 4))}MB"
+    wanted = "1GB" if wanted == "1024MB" else wanted
+    assert _shared_buffers(url) == wanted
     assert kb_json(kb_env, "db", "stop") == {"stopped": True}
     assert kb_json(kb_env, "db", "status")["running"] is False
+    assert _shared_buffers(kb_json(kb_env, "db", "start")["url"]) == wanted
+
+
+def _shared_buffers(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SHOW shared_buffers").fetchone()[0]
 
 
 def _free_port() -> int:

