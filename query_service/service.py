@@ -89,7 +89,9 @@ class KnowledgeService:
         question_vector = self.asker.searcher.prepare(question)  # holds no connection
         with self.pool.connection() as conn:
             prepared = self.asker.retrieve(conn, question, list(caller.groups), question_vector)
-            result = self.asker.answer(prepared, question, query_id)
+        # The answerer (an LLM call of seconds) holds no connection: the pool serves searches.
+        result = self.asker.answer(prepared, question, query_id)
+        with self.pool.connection() as conn:
             self._log(conn, caller, question, result, hits=prepared.search, cached=False)
         self.cache.put(key, version, result)
         return result
