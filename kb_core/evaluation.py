@@ -1,32 +1,51 @@
-"""Retrieval metrics for `kb eval`: Recall@k, MRR@10 and nDCG@10 over a JSONL question set.
+"""Retrieval and answer metrics for `kb eval` and the evaluation asset, over JSONL question sets.
 
-Pure functions: the caller runs the searches and passes, per question, the `source_uri` of each
-ranked hit. Hits are chunks, so one document may appear several times; a document's rank is the
-rank of its first chunk among the hits (1-based), and each question has one relevant document.
+The metrics are pure functions: the caller runs the searches and passes, per question, the
+`source_uri` of each ranked hit. Hits are chunks, so one document may appear several times; a
+document's rank is the rank of its first chunk among the hits (1-based), and each question has
+one relevant document. `run_question_set` runs a set against one database connection with the
+real search and answer code, so the same measurement serves `kb eval`, the Dagster asset and,
+later, an index generation that is not yet live.
 """
 
 from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+if TYPE_CHECKING:  # kb_core must not import the service at run time
+    import psycopg
+
+    from query_service.asking import Asker
+    from query_service.search import Searcher
+
 __all__ = [
+    "COLUMNS",
     "EvalQuestion",
     "compare_modes",
     "evaluate",
     "evaluate_answers",
+    "load_question_sets",
     "load_questions",
+    "mode_rows",
+    "numbers_match",
+    "recall_curve",
+    "run_question_set",
     "source_matches",
 ]
 
 _CUTOFFS = (1, 5, 10)
 _DEPTH = 10  # MRR and nDCG are reported at 10 whatever k is
 _MODE_ORDER = ("hybrid", "vector", "keyword")
-_COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
+COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
+# The wording of query_service/answerers/verification.py for a number or code of an answer that
+# no passage it cites contains (tests/test_evaluation.py holds the two together).
+_UNSUPPORTED = ("number ", "code ")
 
 
 class EvalQuestion(msgspec.Struct):
@@ -53,6 +72,14 @@ def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuesti
             if not line.strip():
                 continue
             questions.append(_parse_line(line, f"{path}, line {number}", need_expected))
+    return questions
+
+
+def load_question_sets(paths: Iterable[Path]) -> list[EvalQuestion]:
+    """The questions of several eval files, one after the other (KB_EVAL_SETS)."""
+    questions = [q for path in paths for q in load_questions(path)]
+    if not questions:
+        raise ValueError("the question sets hold no question")
     return questions
 
 
@@ -137,6 +164,15 @@ def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int) -> di
     }
 
 
+def recall_curve(questions: list[EvalQuestion], hits: list[list[str]],
+                 depth: int = _DEPTH) -> list[float]:
+    """Recall@k for k = 1..depth (the plot of the report); counts as `evaluate` does."""
+    ranks = [_first_rank(ranked, q.expected_source)
+             for q, ranked in zip(questions, hits, strict=True)
+             if q.answerable and q.expected_source]
+    return [_mean([_hit(rank, k) for rank in ranks]) for k in range(1, depth + 1)]
+
+
 def _hit(rank: int | None, cutoff: int) -> float:
     return 1.0 if rank is not None and rank <= cutoff else 0.0
 
@@ -150,10 +186,8 @@ def compare_modes(results: dict[str, dict[str, Any]]) -> str:
 
     Rows come in the order hybrid, vector, keyword; any other mode follows in the given order.
     """
-    modes = [m for m in _MODE_ORDER if m in results]
-    modes += [m for m in results if m not in _MODE_ORDER]
-    header = ["mode", *_COLUMNS]
-    rows = [[mode, *(f"{value:.4f}" for value in _table_values(results[mode]))] for mode in modes]
+    header = ["mode", *COLUMNS]
+    rows = [[mode, *(f"{value:.4f}" for value in values)] for mode, values in mode_rows(results)]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [
         "  ".join([row[0].ljust(widths[0]),
@@ -163,45 +197,155 @@ def compare_modes(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def mode_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[float]]]:
+    """(mode, values in COLUMNS order) per mode: hybrid, vector, keyword, then any other."""
+    modes = [m for m in _MODE_ORDER if m in results]
+    modes += [m for m in results if m not in _MODE_ORDER]
+    return [(mode, _table_values(results[mode])) for mode in modes]
+
+
 def _table_values(result: dict[str, Any]) -> list[float]:
-    """The values of one mode's row, in _COLUMNS order."""
+    """The values of one mode's row, in COLUMNS order."""
     recall = result["recall"]
     return [recall["1"], recall["5"], recall["10"], result["mrr_at_10"], result["ndcg_at_10"]]
 
 
-def evaluate_answers(questions: list[EvalQuestion], answers: list[dict]) -> dict:
-    """Answer quality: how often an answerable question is answered citing the expected
-    document, and the precision and recall of "not found" on unanswerable questions.
+def numbers_match(answer: dict) -> bool:
+    """Whether every number and code of an answer appears in a passage it cites, as the
+    answer's verification found (the `kb ask` JSON's warnings)."""
+    return not any(w.startswith(_UNSUPPORTED) for w in answer["warnings"])
 
-    `answers[i]` is the `kb ask` JSON for questions[i].
+
+def evaluate_answers(
+    questions: list[EvalQuestion],
+    answers: list[dict],
+    *,
+    default_groups: Sequence[str] = (),
+    document_groups: Mapping[str, Sequence[str]] | None = None,
+) -> dict:
+    """Answer quality; `answers[i]` is the `kb ask` JSON for questions[i].
+
+    - cited_expected_rate: answerable questions answered citing the expected document and no
+      document outside the question's groups;
+    - not_found_precision / not_found_recall: of "not found" on the unanswerable questions;
+    - numbers_match_rate: found answers whose every number and code appears in a passage they
+      cite; verified_rate: answers whose verification raised no warning at all;
+    - forbidden_citations: answers citing a document the question's groups (its own "groups",
+      else `default_groups`) may not see, by `document_groups` (source_uri → allowed groups; a
+      document missing from it counts as forbidden). Not measured when it is None.
+    "wrong" lists every failed answer with its reasons.
     """
     if len(answers) != len(questions):
         raise ValueError(f"{len(answers)} answers for {len(questions)} questions")
-    answerable = [(q, a) for q, a in zip(questions, answers, strict=True) if q.answerable]
-    cited_expected = sum(
-        1 for q, a in answerable
-        if a["found"] and any(source_matches(c["source_uri"], q.expected_source or "")
-                              for c in a["citations"])
-    )
+    failures = [_answer_failures(q, a, default_groups, document_groups)
+                for q, a in zip(questions, answers, strict=True)]
+    answerable = [f for q, f in zip(questions, failures, strict=True) if q.answerable]
+    unanswerable = sum(1 for q in questions if not q.answerable)
     said_not_found = [q for q, a in zip(questions, answers, strict=True) if not a["found"]]
     true_not_found = sum(1 for q in said_not_found if not q.answerable)
-    unanswerable = sum(1 for q in questions if not q.answerable)
+    found = [a for a in answers if a["found"]]
     return {
         "answerable": len(answerable),
         "unanswerable": unanswerable,
-        "cited_expected_rate": round(cited_expected / len(answerable), 4) if answerable else 0.0,
-        "not_found_precision": (
-            round(true_not_found / len(said_not_found), 4) if said_not_found else 0.0
+        "found": len(found),
+        "cited_expected_rate": _rate(
+            sum(1 for f in answerable if not set(f) & _NOT_CITED_EXPECTED), len(answerable)),
+        "not_found_precision": _rate(true_not_found, len(said_not_found)),
+        "not_found_recall": _rate(true_not_found, unanswerable),
+        "numbers_match_rate": _rate(sum(1 for a in found if numbers_match(a)), len(found)),
+        "verified_rate": _rate(sum(1 for a in answers if a["verified"]), len(answers)),
+        "forbidden_citations": (
+            None if document_groups is None
+            else sum(1 for f in failures if "cites a forbidden document" in f)
         ),
-        "not_found_recall": round(true_not_found / unanswerable, 4) if unanswerable else 0.0,
-        "verified_rate": round(
-            sum(1 for a in answers if a["verified"]) / len(answers), 4) if answers else 0.0,
         "wrong": [
             {"question": q.question, "expected_source": q.expected_source,
-             "answerable": q.answerable, "answer": a["answer"][:120]}
-            for q, a in zip(questions, answers, strict=True)
-            if (q.answerable and not any(
-                source_matches(c["source_uri"], q.expected_source or "")
-                for c in a["citations"]) ) or (not q.answerable and a["found"])
+             "answerable": q.answerable, "answer": a["answer"][:120], "reasons": f,
+             "cited": [c["source_uri"] for c in a["citations"]]}
+            for q, a, f in zip(questions, answers, failures, strict=True) if f
         ],
     }
+
+
+_NOT_CITED_EXPECTED = {"said not found", "does not cite the expected document",
+                       "cites a forbidden document"}
+
+
+def _answer_failures(question: EvalQuestion, answer: dict, default_groups: Sequence[str],
+                     document_groups: Mapping[str, Sequence[str]] | None) -> list[str]:
+    reasons = []
+    cited = [c["source_uri"] for c in answer["citations"]]
+    if question.answerable and not answer["found"]:
+        reasons.append("said not found")
+    elif question.answerable and not any(
+            source_matches(uri, question.expected_source or "") for uri in cited):
+        reasons.append("does not cite the expected document")
+    if not question.answerable and answer["found"]:
+        reasons.append("missed not found")
+    if answer["found"] and not numbers_match(answer):
+        reasons.append("a number or code is in no cited passage")
+    if document_groups is not None:
+        groups = set(question.groups if question.groups is not None else default_groups)
+        if any(not groups & set(document_groups.get(uri, ())) for uri in cited):
+            reasons.append("cites a forbidden document")
+    return reasons
+
+
+def _rate(count: int, total: int) -> float:
+    return round(count / total, 4) if total else 0.0
+
+
+# --- running a question set against one database ---------------------------------------------
+
+def run_question_set(
+    conn: psycopg.Connection,
+    questions: list[EvalQuestion],
+    searcher: Searcher,
+    asker: Asker | None = None,
+    *,
+    groups: Sequence[str] = (),
+    k: int = 5,
+    modes: Sequence[str] = _MODE_ORDER,
+) -> dict[str, Any]:
+    """Every question searched in each mode (and asked, with an `asker`) on `conn`, with the
+    real search and answer code, each under its own "groups" (else `groups`).
+
+    `conn` must be configured for search (`configure_search_session`); pointing it at another
+    index (a generation) evaluates that index. Returns {"questions", "k", "modes": {mode:
+    `evaluate` result}, "curves": {mode: Recall@1..10}, "answers": `evaluate_answers` result
+    or None}.
+    """
+    def groups_of(question: EvalQuestion) -> list[str]:
+        return list(question.groups if question.groups is not None else groups)
+
+    prepared = [searcher.prepare(q.question) for q in questions]  # one embedding per question
+    fetch = max(k, _DEPTH)  # MRR@10 and nDCG@10 need ten hits whatever k is
+    report: dict[str, Any] = {"questions": len(questions), "k": k, "modes": {}, "curves": {},
+                              "answers": None}
+    for mode in modes:
+        hits = [
+            [h.source_uri for h in searcher.search(conn, p, groups_of(q), fetch, mode)[0].hits]
+            for q, p in zip(questions, prepared, strict=True)
+        ]
+        report["modes"][mode] = evaluate(questions, hits, k)
+        report["curves"][mode] = recall_curve(questions, hits)
+    if asker is not None:
+        answers = [
+            msgspec.to_builtins(asker.answer(
+                asker.retrieve(conn, q.question, groups_of(q), p), q.question, "eval"))
+            for q, p in zip(questions, prepared, strict=True)
+        ]
+        cited = sorted({c["source_uri"] for a in answers for c in a["citations"]})
+        report["answers"] = evaluate_answers(
+            questions, answers, default_groups=groups,
+            document_groups=_document_groups(conn, cited))
+    return report
+
+
+def _document_groups(conn: psycopg.Connection, source_uris: list[str]) -> dict[str, list[str]]:
+    # Inline: sql/queries belongs to the service and pipeline; one read-only lookup by key.
+    rows = conn.execute(
+        "SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s)",
+        {"uris": source_uris},
+    ).fetchall()
+    return {uri: list(allowed) for uri, allowed in rows}

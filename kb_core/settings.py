@@ -8,7 +8,7 @@ from pathlib import Path
 
 import platformdirs
 
-__all__ = ["REPO_ROOT", "Settings"]
+__all__ = ["REPO_ROOT", "EvalSettings", "Settings"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO_ROOT / "samples" / "docs"
@@ -49,3 +49,51 @@ class Settings:
     @property
     def dagster_home(self) -> Path:
         return self.home / "dagster"
+
+
+DEFAULT_EVAL_SET = REPO_ROOT / "samples" / "eval.jsonl"
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """The evaluation asset's question sets and the floors of its checks (README,
+    "Evaluation"); read when a run starts, so a changed floor needs no restart."""
+
+    sets: tuple[Path, ...] = (DEFAULT_EVAL_SET,)
+    groups: tuple[str, ...] = ()  # for question lines without their own "groups"
+    min_recall_at_5: float = 0.9  # hybrid Recall@5: the blocking check
+    min_cited_expected: float = 0.85
+    min_not_found_precision: float = 0.5
+    min_not_found_recall: float = 0.5
+    min_numbers_match: float = 0.95
+
+    @classmethod
+    def from_env(cls) -> EvalSettings:
+        sets = os.environ.get("KB_EVAL_SETS")
+        groups = os.environ.get("KB_EVAL_GROUPS") or ""
+
+        def floor(name: str, default: float) -> float:
+            value = float(os.environ.get(name) or default)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must lie between 0 and 1, got {value}")
+            return value
+
+        return cls(
+            sets=(
+                tuple(_from_repo(p) for p in sets.split(os.pathsep) if p.strip())
+                if sets else (DEFAULT_EVAL_SET,)
+            ),
+            groups=tuple(g.strip() for g in groups.split(",") if g.strip()),
+            min_recall_at_5=floor("KB_EVAL_MIN_RECALL5", cls.min_recall_at_5),
+            min_cited_expected=floor("KB_EVAL_MIN_CITED", cls.min_cited_expected),
+            min_not_found_precision=floor("KB_EVAL_MIN_NOT_FOUND_PRECISION",
+                                          cls.min_not_found_precision),
+            min_not_found_recall=floor("KB_EVAL_MIN_NOT_FOUND_RECALL", cls.min_not_found_recall),
+            min_numbers_match=floor("KB_EVAL_MIN_NUMBERS_MATCH", cls.min_numbers_match),
+        )
+
+
+def _from_repo(path: str) -> Path:
+    """A relative question-set path is read from the repository (where `kb up` runs Dagster)."""
+    resolved = Path(path.strip()).expanduser()
+    return resolved if resolved.is_absolute() else REPO_ROOT / resolved

