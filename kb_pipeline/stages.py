@@ -23,12 +23,13 @@ from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.queries import query
 from kb_pipeline.access import AccessError, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
-from kb_pipeline.chunking import CHUNKER_VERSION, chunk_document
+from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, parse_document
 
 __all__ = [
     "StageReport",
     "chunk_documents",
+    "document_chunks",
     "embed_chunks",
     "index_documents",
     "parse_documents",
@@ -187,17 +188,21 @@ def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
     return report
 
 
+def document_chunks(doc: ParsedDocument, embedder: Embedder) -> list[Chunk]:
+    """The passages a parsed document is indexed as, sized for `embedder`'s window."""
+    return chunk_document(
+        doc, embedder.count_tokens, max_tokens=min(CHUNK_MAX_TOKENS, embedder.max_tokens),
+        overlap_tokens=CHUNK_OVERLAP_TOKENS,
+    )
+
+
 def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedder) -> StageReport:
     """chunks: heading-aware, token-bounded passages with their keyword terms."""
     report = StageReport()
     for uri, checksum, _, parsed, _ in conn.execute(query("staged_for_run"), _params(scope)):
         if parsed is None:
             continue
-        doc = msgspec.convert(parsed, ParsedDocument)
-        chunks = chunk_document(
-            doc, embedder.count_tokens, max_tokens=min(CHUNK_MAX_TOKENS, embedder.max_tokens),
-            overlap_tokens=CHUNK_OVERLAP_TOKENS,
-        )
+        chunks = document_chunks(msgspec.convert(parsed, ParsedDocument), embedder)
         if not chunks:
             _fail(conn, scope, report, uri, "chunks", "document has no text to index", checksum)
             continue
@@ -231,17 +236,29 @@ def embed_chunks(
         t0 = time.monotonic()
         vectors = np.asarray(embedder.embed_documents([text for _, text in batch]), np.float32)
         embed_s += time.monotonic() - t0
-        with conn.cursor().copy(
-            "COPY embedding_cache (model, text_sha256, embedding) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(["text", "text", "vector"])
-            for (sha, _), vector in zip(batch, vectors, strict=True):
-                copy.write_row((embedder.name, sha, vector))
+        _cache_embeddings(conn, embedder.name, [sha for sha, _ in batch], vectors)
     staged = conn.execute(query("mark_embedded"), _params(scope)).rowcount
     report.documents = staged
     report.add("embedded", len(todo))
     report.add("embedding_ms", round(embed_s * 1000))
     return report
+
+
+def _cache_embeddings(
+    conn: psycopg.Connection, model: str, shas: list[str], vectors: np.ndarray
+) -> None:
+    # Another run may embed the same text at the same time (two ingests of one changed file, or
+    # copies of one file in two folders): a plain COPY into embedding_cache then failed the
+    # whole run on its primary key. COPY into a scratch table, then add what is still missing.
+    with conn.transaction():
+        conn.execute(query("embedding_scratch"))
+        with conn.cursor().copy(
+            "COPY new_embeddings (model, text_sha256, embedding) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["text", "text", "vector"])
+            for sha, vector in zip(shas, vectors, strict=True):
+                copy.write_row((model, sha, vector))
+        conn.execute(query("cache_new_embeddings"))
 
 
 def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedder) -> StageReport:
@@ -253,22 +270,56 @@ def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         record_index_model(conn, embedder)
     for (uri,) in ready:
         params = {"uri": uri, "run_id": scope.run_id, "model": embedder.name}
-        with conn.transaction():
-            conn.execute(query("lock_keyword_stats"))
-            row = conn.execute(query("upsert_document"), params).fetchone()
-            if row is None:  # taken over by a newer run meanwhile
-                continue
-            conn.execute(query("keyword_df_remove"), {"uris": [uri]})
-            conn.execute(query("delete_chunks"), {"document_id": row[0]})
-            inserted = conn.execute(
-                query("insert_chunks"), {**params, "document_id": row[0]}
-            ).rowcount
-            conn.execute(query("keyword_df_add"), {"document_id": row[0]})
-            conn.execute(query("resolve_failures"), params)
-            conn.execute(query("unstage"), params)
+        try:
+            inserted = _replace_document(conn, params)
+        except _IncompleteChunksError as exc:  # rolled back: the last good version stays
+            _fail(conn, scope, report, uri, "search_index", str(exc), exc.checksum)
+            continue
+        if inserted is None:
+            continue
         report.documents += 1
         report.add("chunks", inserted)
     return report
+
+
+class _IncompleteChunksError(Exception):
+    """A document's staged chunks could not all be inserted; its transaction is rolled back."""
+
+    def __init__(self, message: str, checksum: str) -> None:
+        super().__init__(message)
+        self.checksum = checksum
+
+
+def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> int | None:
+    """Replace one document's live rows with its staged version in one transaction; return the
+    chunks inserted, or None when this run no longer owns the staged version."""
+    with conn.transaction():
+        conn.execute(query("lock_keyword_stats"))
+        # Lock the staged row for the whole transaction: a concurrent ingest of the same file
+        # re-staging it between upsert_document and insert_chunks left the document with no
+        # chunks at all (insert_chunks found no row of this run), visible to every reader.
+        staged = conn.execute(query("lock_staged"), params).fetchone()
+        if staged is None:  # taken over by a newer run, or the file was forgotten meanwhile
+            return None
+        row = conn.execute(query("upsert_document"), params).fetchone()
+        if row is None:  # its file left the catalogue: the staged version has nowhere to go
+            conn.execute(query("unstage"), params)
+            return None
+        conn.execute(query("keyword_df_remove"), {"uris": [params["uri"]]})
+        conn.execute(query("delete_chunks"), {"document_id": row[0]})
+        inserted = conn.execute(
+            query("insert_chunks"), {**params, "document_id": row[0]}
+        ).rowcount
+        expected, checksum = staged
+        if inserted != expected:
+            # A chunk whose vector is missing would leave a hole in 0..n-1: never publish it.
+            raise _IncompleteChunksError(
+                f"only {inserted} of {expected} chunks had embeddings; not indexed", checksum
+            )
+        conn.execute(query("keyword_df_add"), {"document_id": row[0]})
+        conn.execute(query("resolve_failures"), params)
+        conn.execute(query("unstage"), params)
+    return inserted
 
 
 def _params(scope: RunScope) -> dict[str, object]:

@@ -39,6 +39,21 @@ WHERE s.run_id = %(run_id)s AND s.source_uri = ANY(%(uris)s) AND NOT s.embedded
       WHERE e.model = %(model)s AND e.text_sha256 = c->>'sha256'
   );
 
+-- name: embedding_scratch
+-- Where one batch of new vectors lands before joining the cache (emptied at each commit).
+CREATE TEMP TABLE IF NOT EXISTS new_embeddings (
+    model text NOT NULL, text_sha256 text NOT NULL, embedding vector NOT NULL
+) ON COMMIT DELETE ROWS;
+
+-- name: cache_new_embeddings
+-- A text another run cached meanwhile keeps its vector (same model, same text: same vector).
+-- Inserting in key order keeps two runs caching overlapping batches from deadlocking.
+INSERT INTO embedding_cache (model, text_sha256, embedding)
+SELECT DISTINCT ON (model, text_sha256) model, text_sha256, embedding
+FROM new_embeddings
+ORDER BY model, text_sha256
+ON CONFLICT (model, text_sha256) DO NOTHING;
+
 -- name: mark_embedded
 UPDATE staged_documents SET embedded = true
 WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND chunks IS NOT NULL;
@@ -47,6 +62,13 @@ WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND chunks IS NOT NULL;
 SELECT source_uri FROM staged_documents
 WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND embedded
 ORDER BY source_uri;
+
+-- name: lock_staged
+-- The staged version this run is about to publish, locked until the publishing transaction
+-- ends, so no other run can re-stage the file in between; with its number of chunks.
+SELECT jsonb_array_length(chunks), checksum FROM staged_documents
+WHERE source_uri = %(uri)s AND run_id = %(run_id)s AND embedded
+FOR UPDATE;
 
 -- name: upsert_document
 -- The live row of a document, from its staged version (title and revision date from the parse).
@@ -99,10 +121,15 @@ SELECT source_uri, error FROM ingestion_failures
 WHERE run_id = ANY(%(run_ids)s) AND resolved_at IS NULL;
 
 -- name: chunk_counts
+-- Chunks of the documents published since the ingest began (by its runs or a concurrent one):
+-- an older version still indexed is not an ingested file.
 SELECT d.source_uri, count(c.id)
 FROM documents d JOIN chunks c ON c.document_id = d.id
-WHERE d.source_uri = ANY(%(uris)s)
+WHERE d.source_uri = ANY(%(uris)s) AND d.ingested_at >= %(since)s
 GROUP BY d.source_uri;
+
+-- name: database_now
+SELECT now();
 
 -- name: open_failures_of
 SELECT DISTINCT ON (source_uri) source_uri, error FROM ingestion_failures
@@ -138,3 +165,17 @@ SELECT term, n FROM (
 ) t
 ORDER BY term
 ON CONFLICT (term) DO UPDATE SET df = keyword_df.df + EXCLUDED.df;
+
+-- name: staging_runs
+SELECT DISTINCT run_id FROM staged_documents;
+
+-- name: unstage_runs
+DELETE FROM staged_documents WHERE run_id = ANY(%(run_ids)s);
+
+-- name: staging_runs_of
+SELECT source_uri, run_id FROM staged_documents WHERE source_uri = ANY(%(uris)s);
+
+-- name: unregistered_keys
+-- Partition keys whose file is no longer in the catalogue.
+SELECT k FROM unnest(%(keys)s::text[]) AS k
+WHERE NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = k);
