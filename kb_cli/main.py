@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -185,44 +186,70 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    from kb_core.evaluation import compare_modes, evaluate, load_questions
+    from kb_core.evaluation import load_questions, run_question_set
     from query_service.search import MODES
 
     questions = load_questions(Path(args.file))
-    modes = MODES if args.mode == "all" else (args.mode,)
-    fetch = max(args.k, 10)  # MRR@10 and nDCG@10 need ten hits whatever k is
-    if args.answers:
-        return _eval_answers(args, settings, questions)
-    conn, searcher = _searcher(settings, prepare_database(settings))
-    report: dict[str, dict] = {}
+    # --answers alone measures answers only (its JSON is the answers report); with --mode too,
+    # both, and the answers report is the "answers" key of the retrieval JSON.
+    mode = args.mode or ("hybrid" if not args.answers else None)
+    modes = () if mode is None else MODES if mode == "all" else (mode,)
+    url = prepare_database(settings)
+    conn, searcher = _searcher(settings, url)
+    asker = _make_asker(searcher) if args.answers else None
     with conn:
-        prepared = [searcher.prepare(q.question) for q in questions]
-        for mode in modes:
-            hits = []
-            for q, p in zip(questions, prepared, strict=True):
-                groups = q.groups if q.groups is not None else list(args.groups or ())
-                result, _ = searcher.search(conn, p, groups, fetch, mode)
-                hits.append([h.source_uri for h in result.hits])
-            report[mode] = evaluate(questions, hits, args.k)
+        report = run_question_set(conn, questions, searcher, asker, groups=args.groups or (),
+                                  k=args.k, modes=modes)
+    if args.report:
+        from kb_core.report import render_html
 
-    def human() -> None:
-        print(compare_modes(report))
-        for mode, metrics in report.items():
-            print(f"\n{mode}: {len(metrics['misses'])} misses at k={args.k}")
-            for miss in metrics["misses"]:
-                print(f"  {miss['question']}  → expected {miss['expected_source']}, "
-                      f"got {', '.join(Path(t).name for t in miss['top'])}")
-
-    _emit(args, {"modes": report} if args.mode == "all" else report[args.mode], human)
+        Path(args.report).write_text(
+            render_html(report, sets=[args.file], generated=time.strftime("%Y-%m-%d %H:%M %Z")),
+            encoding="utf-8")
+        print(f"report written to {args.report}", file=sys.stderr)
+    payload: dict = {"modes": report["modes"]} if mode == "all" else (
+        dict(report["modes"][mode]) if mode else report["answers"])
+    if mode and asker is not None:
+        payload["answers"] = report["answers"]
+    _emit(args, payload, lambda: _print_eval(report))
     return 0
 
 
-def _asker(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
+def _print_eval(report: dict) -> None:
+    from kb_core.evaluation import compare_modes
+
+    if report["modes"]:
+        print(compare_modes(report["modes"]))
+    for mode, metrics in report["modes"].items():
+        print(f"\n{mode}: {len(metrics['misses'])} misses at k={report['k']}")
+        for miss in metrics["misses"]:
+            print(f"  {miss['question']}  → expected {miss['expected_source']}, "
+                  f"got {', '.join(Path(t).name for t in miss['top'])}")
+    answers = report["answers"]
+    if answers:
+        print(f"\nanswerable questions answered citing the expected document: "
+              f"{answers['cited_expected_rate']:.1%} of {answers['answerable']}")
+        print(f"not found: precision {answers['not_found_precision']:.1%}, recall "
+              f"{answers['not_found_recall']:.1%} over {answers['unanswerable']} unanswerable")
+        print(f"numbers and codes found in a cited passage: {answers['numbers_match_rate']:.1%}"
+              f" of {answers['found']} answers; verified answers: {answers['verified_rate']:.1%}")
+        print(f"answers citing a document outside the question's groups: "
+              f"{answers['forbidden_citations']}")
+        for wrong in answers["wrong"]:
+            print(f"  {wrong['question']} ({'; '.join(wrong['reasons'])}) "
+                  f"→ {wrong['answer'][:60]!r}")
+
+
+def _make_asker(searcher):  # noqa: ANN001, ANN202 - imports stay lazy
     from query_service.answerers import make_answerer
     from query_service.asking import Asker
 
+    return Asker(searcher, make_answerer(os.environ.get("KB_LLM") or "extractive"))
+
+
+def _asker(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
     conn, searcher = _searcher(settings, url)
-    return conn, Asker(searcher, make_answerer(os.environ.get("KB_LLM") or "extractive"))
+    return conn, _make_asker(searcher)
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
@@ -271,32 +298,6 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
     from kb_cli.tokens import cmd_token as run_token
 
     return run_token(args, settings, prepare_database(settings))
-
-
-def _eval_answers(args: argparse.Namespace, settings: Settings, questions: list) -> int:
-    from kb_core.evaluation import evaluate_answers
-
-    conn, asker = _asker(settings, prepare_database(settings))
-    with conn:
-        answers = [
-            msgspec.to_builtins(asker.ask(
-                conn, q.question,
-                q.groups if q.groups is not None else list(args.groups or ()), "eval"))
-            for q in questions
-        ]
-    report = evaluate_answers(questions, answers)
-
-    def human() -> None:
-        print(f"answerable questions answered citing the expected document: "
-              f"{report['cited_expected_rate']:.1%} of {report['answerable']}")
-        print(f"not found: precision {report['not_found_precision']:.1%}, recall "
-              f"{report['not_found_recall']:.1%} over {report['unanswerable']} unanswerable")
-        print(f"verified answers: {report['verified_rate']:.1%}")
-        for wrong in report["wrong"]:
-            print(f"  {wrong['question']} → {wrong['answer'][:60]!r}")
-
-    _emit(args, report, human)
-    return 0
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -361,9 +362,12 @@ def _parser() -> argparse.ArgumentParser:
                             help="groups for lines without their own")
     evaluation.add_argument("--k", type=int, default=5)
     evaluation.add_argument("--mode", choices=["hybrid", "vector", "keyword", "all"],
-                            default="hybrid")
+                            default=None, help="search mode(s) to measure (default hybrid)")
     evaluation.add_argument("--answers", action="store_true",
-                            help="evaluate answers (found/not found, citations) instead")
+                            help="measure answers (citations, not found, numbers); alone, "
+                                 "instead of retrieval, with --mode as well")
+    evaluation.add_argument("--report", default=None, metavar="OUT.html",
+                            help="also write the report as one self-contained HTML file")
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(func=cmd_eval)
 

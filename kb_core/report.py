@@ -189,12 +189,14 @@ def render_html(report: dict[str, Any], *, title: str = "検索評価レポー�
         meta.append("question sets: " + ", ".join(sets))
     if generated:
         meta.append(f"generated {generated}")
-    body = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc("; ".join(meta))}</p>',
-            "<h2>Retrieval</h2>",
-            _html_table(["mode", *COLUMNS],
-                        [[mode, *(f"{v:.4f}" for v in row)]
-                         for mode, row in mode_rows(report["modes"])], "retrieval-metrics"),
-            "<h2>Recall@k against k</h2>", f"<figure>{recall_svg(report['curves'])}</figure>"]
+    body = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc("; ".join(meta))}</p>']
+    if report["modes"]:
+        body += ["<h2>Retrieval</h2>",
+                 _html_table(["mode", *COLUMNS],
+                             [[mode, *(f"{v:.4f}" for v in row)]
+                              for mode, row in mode_rows(report["modes"])], "retrieval-metrics"),
+                 "<h2>Recall@k against k</h2>",
+                 f"<figure>{recall_svg(report['curves'])}</figure>"]
     if report.get("answers"):
         body += ["<h2>Answers</h2>",
                  _html_table(["measure", "value"],

@@ -1,12 +1,16 @@
-"""Retrieval metrics of `kb eval`: hand-computed values, matching rules, the loader, properties."""
+"""Metrics of `kb eval` and the evaluation asset: hand-computed retrieval values, hand-made
+answers (wrong citation, hallucinated number, missed "not found", forbidden group), matching
+rules, the loaders and settings, properties."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 import unicodedata
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,9 +19,19 @@ from kb_core.evaluation import (
     EvalQuestion,
     compare_modes,
     evaluate,
+    evaluate_answers,
+    load_question_sets,
     load_questions,
+    numbers_match,
+    recall_curve,
     source_matches,
 )
+from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
+from kb_core.settings import EvalSettings
+from query_service.answerers import NOT_FOUND, Passage
+from query_service.answerers.contract import answer_from_text
+from query_service.asking import Asker, PreparedAnswer
+from query_service.search import Ranks, SearchHit, SearchResult
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = "/kb/docs"
@@ -306,3 +320,166 @@ def test_misses_and_n_agree_with_recall_at_k(cases: list, k: int) -> None:
         assert result["recall_at_k"] == round(found, 4)
     if k in (1, 5, 10):
         assert result["recall_at_k"] == result["recall"][str(k)]
+
+
+# --- recall curve, several question sets, settings -------------------------------------------
+
+def test_recall_curve_steps_up_at_each_document_rank() -> None:
+    questions = [ask("a.md"), ask("b.md"), ask("c.md", answerable=False)]
+    hits = [[f"{DOCS}/a.md"], [f"{DOCS}/x.md", f"{DOCS}/y.md", f"{DOCS}/b.md"], []]
+    curve = recall_curve(questions, hits)
+    assert curve == [0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    result = evaluate(questions, hits, k=5)
+    assert [curve[0], curve[4], curve[9]] == [result["recall"][c] for c in ("1", "5", "10")]
+
+
+def test_question_sets_are_read_one_after_the_other(tmp_path: Path) -> None:
+    first = write_lines(tmp_path / "a.jsonl", ['{"question": "q1", "expected_source": "a.md"}'])
+    second = write_lines(tmp_path / "b.jsonl", ['{"question": "q2", "answerable": false}'])
+    assert [q.question for q in load_question_sets([first, second])] == ["q1", "q2"]
+    empty = write_lines(tmp_path / "empty.jsonl", [""])
+    with pytest.raises(ValueError, match="no question"):
+        load_question_sets([empty])
+
+
+def test_eval_settings_defaults_and_environment(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    for name in ("KB_EVAL_SETS", "KB_EVAL_GROUPS", "KB_EVAL_MIN_RECALL5", "KB_EVAL_MIN_CITED"):
+        monkeypatch.delenv(name, raising=False)
+    default = EvalSettings.from_env()
+    assert default.sets == (SETTINGS_ROOT / "samples" / "eval.jsonl",)
+    assert default.min_recall_at_5 == 0.9 and default.groups == ()
+    monkeypatch.setenv("KB_EVAL_SETS", f"{tmp_path / 'a.jsonl'}:samples/eval.jsonl:")
+    monkeypatch.setenv("KB_EVAL_GROUPS", "all-employees, hr")
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0.75")
+    monkeypatch.setenv("KB_EVAL_MIN_CITED", "0.5")
+    configured = EvalSettings.from_env()
+    assert configured.sets == (tmp_path / "a.jsonl", SETTINGS_ROOT / "samples" / "eval.jsonl")
+    assert configured.groups == ("all-employees", "hr")
+    assert (configured.min_recall_at_5, configured.min_cited_expected) == (0.75, 0.5)
+    monkeypatch.setenv("KB_EVAL_MIN_CITED", "85")
+    with pytest.raises(ValueError, match="KB_EVAL_MIN_CITED must lie between 0 and 1"):
+        EvalSettings.from_env()
+
+
+# --- hand-made answers, finished and verified by the service's own code ----------------------
+
+RULES = ("all/就業規則.md", "就業規則", "第20条 有給休暇は5日前までに申請する。")
+FAQ = ("all/FAQ.txt", "FAQ", "申請はポータルから行います。")
+PAY = ("hr/給与規程.md", "給与規程", "課長の役職手当は月額50,000円とする。")
+DOCUMENT_GROUPS = {f"{DOCS}/all/就業規則.md": ["all-employees"],
+                   f"{DOCS}/all/FAQ.txt": ["all-employees"],
+                   f"{DOCS}/hr/給与規程.md": ["hr", "managers"]}
+
+
+def answered(text: str, *passages: tuple[str, str, str]) -> dict:
+    """The `kb ask` JSON of an answer `text` given `passages` as [1], [2], ...: citations and
+    verification by Asker.finish, as the service does it."""
+    hits = [SearchHit(rank=n, chunk_id=n, document_id=n, source_uri=f"{DOCS}/{path}", path=path,
+                      title=title, heading="", page=None, chunk_index=0, content=content,
+                      score=1.0, ranks=Ranks(vector=n, keyword=n))
+            for n, (path, title, content) in enumerate(passages, start=1)]
+    given = [Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title, heading="",
+                     page=None, content=h.content) for h in hits]
+    prepared = PreparedAnswer(SearchResult(query="q", took_ms=0.0, hits=hits), given,
+                              evidence_found=True, reason=None, started=time.perf_counter())
+    answer = answer_from_text(text, "hand-made")
+    return msgspec.to_builtins(Asker(None, None).finish(prepared, answer, "q"))  # type: ignore[arg-type]
+
+
+def asked(expected: str | None, groups: list[str] | None = None) -> EvalQuestion:
+    return EvalQuestion(question="有給の申請期限は？", expected_source=expected,
+                        answerable=expected is not None, groups=groups)
+
+
+def measure(cases: list[tuple[EvalQuestion, dict]], **kwargs) -> dict:
+    kwargs.setdefault("document_groups", DOCUMENT_GROUPS)
+    kwargs.setdefault("default_groups", ["all-employees"])
+    return evaluate_answers([q for q, _ in cases], [a for _, a in cases], **kwargs)
+
+
+def test_a_correct_answer_counts_as_right_on_every_measure() -> None:
+    report = measure([(asked("all/就業規則.md"), answered("5日前までです。[1]", RULES)),
+                      (asked(None), answered(NOT_FOUND, RULES))])
+    assert report["cited_expected_rate"] == 1.0
+    assert report["not_found_precision"] == report["not_found_recall"] == 1.0
+    assert report["numbers_match_rate"] == report["verified_rate"] == 1.0
+    assert report["forbidden_citations"] == 0
+    assert report["wrong"] == []
+
+
+def test_a_wrong_citation_fails_cited_expected() -> None:
+    report = measure([
+        (asked("all/就業規則.md"), answered("ポータルから申請します。[1]", FAQ, RULES)),
+        (asked("all/就業規則.md"), answered("5日前までです。[2]", FAQ, RULES)),
+    ])
+    assert report["cited_expected_rate"] == 0.5
+    (wrong,) = report["wrong"]
+    assert wrong["reasons"] == ["does not cite the expected document"]
+    assert wrong["cited"] == [f"{DOCS}/all/FAQ.txt"]
+    assert report["numbers_match_rate"] == 1.0  # the wrong answer has no number to check
+
+
+def test_a_hallucinated_number_fails_numbers_match_but_not_the_citation() -> None:
+    hallucinated = answered("7日前までに申請します。[1]", RULES)
+    assert not hallucinated["verified"]
+    assert not numbers_match(hallucinated)
+    report = measure([(asked("all/就業規則.md"), hallucinated),
+                      (asked("all/就業規則.md"), answered("5日前までです。[1]", RULES)),
+                      (asked("all/就業規則.md"), answered("第20条によります。[1]", RULES))])
+    assert report["numbers_match_rate"] == round(2 / 3, 4)
+    assert report["cited_expected_rate"] == 1.0
+    assert [w["reasons"] for w in report["wrong"]] == [["a number or code is in no cited passage"]]
+
+
+def test_an_uncited_code_fails_numbers_match() -> None:
+    answer = answered("ZP-2041の保証は5日です。[1]", RULES)
+    assert not numbers_match(answer)
+    assert any(w.startswith("code ZP-2041") for w in answer["warnings"])
+
+
+def test_other_verification_warnings_do_not_count_as_number_mismatches() -> None:
+    uncited = answered("有給休暇は申請が必要です。", RULES)  # cites nothing: unverified
+    assert not uncited["verified"]
+    assert numbers_match(uncited)
+
+
+def test_a_missed_not_found_lowers_not_found_recall() -> None:
+    report = measure([(asked(None), answered("ポータルから申請します。[1]", FAQ)),
+                      (asked(None), answered(NOT_FOUND, FAQ)),
+                      (asked("all/就業規則.md"), answered(NOT_FOUND, RULES))])
+    assert report["unanswerable"] == 2
+    assert report["not_found_recall"] == 0.5  # one of the two unanswerable answered
+    assert report["not_found_precision"] == 0.5  # one of the two "not found" was answerable
+    assert report["cited_expected_rate"] == 0.0
+    assert [w["reasons"] for w in report["wrong"]] == [["missed not found"], ["said not found"]]
+
+
+def test_an_answer_from_a_forbidden_group_is_a_failure() -> None:
+    leaked = answered("役職手当は月額50,000円です。[2] 申請は5日前まで。[1]", RULES, PAY)
+    report = measure([(asked("all/就業規則.md", ["all-employees"]), leaked),
+                      (asked(None), answered("月額50,000円です。[1]", PAY))])
+    assert leaked["verified"]  # every number is in its passage: only the groups catch it
+    assert report["forbidden_citations"] == 2
+    assert report["cited_expected_rate"] == 0.0  # cites the expected document, and a forbidden one
+    assert report["not_found_recall"] == 0.0
+    assert [w["reasons"] for w in report["wrong"]] == [
+        ["cites a forbidden document"], ["missed not found", "cites a forbidden document"]]
+
+
+def test_the_same_citation_is_allowed_to_a_question_of_the_right_group() -> None:
+    answer = answered("月額50,000円です。[1]", PAY)
+    assert measure([(asked("hr/給与規程.md", ["managers"]), answer)])["forbidden_citations"] == 0
+    # the default groups apply to a line without its own
+    assert measure([(asked("hr/給与規程.md"), answer)])["forbidden_citations"] == 1
+    assert measure([(asked("hr/給与規程.md"), answer)],
+                   default_groups=["hr"])["forbidden_citations"] == 0
+
+
+def test_a_document_of_unknown_groups_counts_as_forbidden() -> None:
+    answer = answered("5日前までです。[1]", RULES)
+    groups = {k: v for k, v in DOCUMENT_GROUPS.items() if "就業規則" not in k}
+    report = measure([(asked("all/就業規則.md"), answer)], document_groups=groups)
+    assert report["forbidden_citations"] == 1
+    assert measure([(asked("all/就業規則.md"), answer)],
+                   document_groups=None)["forbidden_citations"] is None

