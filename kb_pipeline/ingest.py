@@ -24,7 +24,7 @@ from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_fol
 from kb_pipeline.sensor import INGEST_JOB, raw_config
 from kb_pipeline.stages import pipeline_version
 
-__all__ = ["IngestFailure", "IngestSummary", "fail_abandoned_runs", "ingest_paths"]
+__all__ = ["IngestFailure", "IngestSummary", "fail_abandoned_runs", "ingest_paths", "sweep_staging"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def ingest_paths(
     plan = IngestPlan()
     with connect(database_url, autocommit=True) as conn:
         since = conn.execute(query("database_now")).fetchone()[0]
-        _sweep_staging(conn, instance)
+        sweep_staging(conn, instance)
         for path in paths:
             path = path.expanduser().resolve()
             if path.is_dir():
@@ -152,7 +152,7 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def _sweep_staging(conn: psycopg.Connection, instance: dg.DagsterInstance) -> None:
+def sweep_staging(conn: psycopg.Connection, instance: dg.DagsterInstance) -> None:
     """Drop staged versions left by finished runs (a killed run's, once marked failed): nothing
     will ever publish them, and a file reverted to its indexed bytes would keep its row for
     ever. Runs this instance does not know are left alone (another installation's)."""
