@@ -86,6 +86,10 @@ def test_kanji_article_number_matches_arabic_numerals(corpus, conn, searcher):
     assert top_paths(conn, searcher, "第二十二条は？", mode="keyword")[0] == "就業規則.md"
 
 
+def test_two_character_word_matches(corpus, conn, searcher):
+    assert top_paths(conn, searcher, "副業", mode="keyword") == ["就業規則.md"]
+
+
 def test_one_character_question_still_finds_passages(corpus, conn, searcher):
     assert top_paths(conn, searcher, "寮", mode="keyword") == ["寮.md"]
 
@@ -212,3 +216,51 @@ def test_keyword_leg_uses_the_gin_index_for_a_selective_term(conn):
         "AND allowed_groups && '{g}'::text[]"
     ))
     assert "chunks_keywords_gin" in plan and "Seq Scan" not in plan, plan
+
+
+
+def test_a_selective_group_filter_still_yields_k_hits(conn):
+    # 3,000 chunks of a large group lie next to the question's vector and 30 of a small group
+    # far from it: HNSW's first ef_search (200) candidates hold none of the small group, so
+    # only an iterative scan finds k of its chunks.
+    import numpy as np
+
+    from query_service.planner import plan_question
+    from query_service.search import hybrid_search
+
+    rng = np.random.default_rng(3)
+    axis = np.eye(1, 384, dtype=np.float32)[0]
+
+    def around(direction: np.ndarray, count: int) -> np.ndarray:
+        points = direction + rng.normal(scale=0.3 / np.sqrt(384), size=(count, 384))
+        return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+    document_id = conn.execute(
+        "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
+        "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "
+        "('/x', 'x', 'x', 'text/plain', 1, 'c', 'v', '{big,small}', 'mtime', now()) "
+        "RETURNING id"
+    ).fetchone()[0]
+    rows = [(["big"], v) for v in around(axis, 3000)] + [(["small"], v)
+                                                         for v in around(-axis, 30)]
+    with conn.cursor().copy(
+        "COPY chunks (document_id, chunk_index, heading, content, search_text, token_count, "
+        "text_sha256, allowed_groups, embedding, keywords) FROM STDIN"
+    ) as copy:
+        for i, (groups, vector) in enumerate(rows):
+            copy.write_row((document_id, i, "", "c", "c", 10, str(i), groups, vector, ""))
+    conn.execute("ANALYZE chunks")
+    configure_search_session(conn)
+    # On a table this small the planner may rather read the 30 chunks through the groups'
+    # index and sort them exactly; make it walk the HNSW graph, as it does at scale.
+    conn.execute("SET enable_bitmapscan = off")
+    conn.execute("SET enable_seqscan = off")
+    plan = plan_question("質問")
+
+    def hits(groups: list[str]) -> int:
+        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector")
+        return len(result.hits)
+
+    assert hits(["small"]) == 10
+    conn.execute("SET hnsw.iterative_scan = off")  # the same search without it finds too few
+    assert hits(["small"]) < 10

@@ -53,17 +53,21 @@ kw AS (
     SELECT k.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
            row_number() OVER (ORDER BY t.score + coalesce(p.bonus, 0) DESC, k.id) AS rank
     FROM kw_candidates k
-    -- BM25 with term presence (chunks are short and bounded by the embedding window, so a
-    -- term's count adds little): k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens.
+    -- BM25, k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens; a term's count enters
+    -- through ts_rank, which for one term sums its occurrences as 1, 1/4, 1/9, ... and so
+    -- saturates by itself (divided by its value for one occurrence: from 1 up to 1.64).
     -- Coverage is how much of the question's informative weight the passage contains:
     -- evidence for "not found" that, unlike a fused score, means the same from question to
     -- question.
     CROSS JOIN LATERAL (
-        SELECT sum(i.weight * i.idf * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0)))
-                   AS score,
+        SELECT sum(i.weight * i.idf * m.tf * 2.2
+                   / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))) AS score,
                sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
         FROM informative i
-        WHERE k.keywords @@ i.query
+        CROSS JOIN LATERAL (
+            SELECT ts_rank('{1,1,1,1}', k.keywords, i.query, 0) / 0.6079271 AS tf
+        ) m
+        WHERE m.tf > 0
     ) t
     -- Adjacent 2-grams of a content run (東京都庁 as written, not 東京 ... 都庁).
     CROSS JOIN LATERAL (
