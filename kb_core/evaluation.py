@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from kb_core.queries import query
+
 if TYPE_CHECKING:  # kb_core must not import the service at run time
     import psycopg
 
@@ -343,9 +345,5 @@ def run_question_set(
 
 
 def _document_groups(conn: psycopg.Connection, source_uris: list[str]) -> dict[str, list[str]]:
-    # Inline: sql/queries belongs to the service and pipeline; one read-only lookup by key.
-    rows = conn.execute(
-        "SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s)",
-        {"uris": source_uris},
-    ).fetchall()
+    rows = conn.execute(query("documents_groups"), {"uris": source_uris}).fetchall()
     return {uri: list(allowed) for uri, allowed in rows}

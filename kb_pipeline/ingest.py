@@ -78,10 +78,12 @@ def ingest_paths(
         sweep_staging(conn, instance)
         for path in paths:
             path = path.expanduser().resolve()
+            # As in the sensor: an oversized file is refused from its size, never read.
             if path.is_dir():
-                plan.merge(plan_folder(conn, path, version, groups))
+                plan.merge(plan_folder(conn, path, version, groups, settings.max_file_bytes))
             elif path.is_file():
-                plan.merge(plan_files(conn, path.parent, [path], version, groups))
+                plan.merge(plan_files(conn, path.parent, [path], version, groups,
+                                      settings.max_file_bytes))
             else:
                 plan.warnings.append(f"{path}: no such file or folder")
         forget_files(conn, plan.deleted)

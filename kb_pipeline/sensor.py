@@ -38,10 +38,16 @@ def docs_folder_sensor(
     """Watch KB_DOCS_DIRS: register new files, launch runs for changed ones (a few runs over
     ranges of partitions), re-permission documents whose access rule changed and remove deleted
     files from the index. Unchanged files launch nothing."""
+    from kb_pipeline.ingest import fail_abandoned_runs, sweep_staging  # it imports this module
+
     settings = Settings.from_env()
     version = pipeline_version(embedder.get())
     plan = IngestPlan()
+    # A `kb ingest` killed mid-run leaves its runs unfinished and its versions staged: mark the
+    # runs failed, so their files count as idle and are launched again, and drop the rows.
+    fail_abandoned_runs(context.instance)
     with postgres.connection() as conn:
+        sweep_staging(conn, context.instance)
         for root in settings.docs_dirs:
             # The size limit is applied here, from the files' sizes: an oversized file
             # launches no run and is not re-read on every tick.

@@ -21,7 +21,7 @@ from kb_core.embeddings import Embedder
 from kb_core.index_model import record_index_model
 from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.queries import query
-from kb_pipeline.access import AccessError, resolve_access
+from kb_pipeline.access import AccessError, DocumentAccess, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
 from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, parse_document
@@ -123,8 +123,7 @@ def stage_documents(
             if not force and indexed == (checksum, scope.version):
                 report.skipped += 1
                 continue
-            root, _, fallback = source
-            access = resolve_access(file, Path(root), tuple(fallback) if fallback else None)
+            access = _access_now(conn, uri)
         except FileNotFoundError:
             _fail(conn, scope, report, uri, "raw_documents",
                   "file disappeared before it could be read", None)
@@ -269,7 +268,18 @@ def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         # Once per run, before any document: a mismatching model fails the run here.
         record_index_model(conn, embedder)
     for (uri,) in ready:
-        params = {"uri": uri, "run_id": scope.run_id, "model": embedder.name}
+        # Access as it is now, not as it was when this run staged the file: a group revoked
+        # while the run parsed and embedded must not be written back by it (the sensor has
+        # already re-permissioned the live rows and would not do it again).
+        try:
+            access = _access_now(conn, uri)
+        except (OSError, AccessError) as exc:
+            _fail(conn, scope, report, uri, "search_index", _message(exc), None)
+            continue
+        if access is None:  # forgotten meanwhile: _replace_document drops the staged version
+            access = DocumentAccess(groups=(), rule=None)
+        params = {"uri": uri, "run_id": scope.run_id, "model": embedder.name,
+                  "groups": list(access.groups), "rule": access.rule}
         try:
             inserted = _replace_document(conn, params)
         except _IncompleteChunksError as exc:  # rolled back: the last good version stays
@@ -301,6 +311,7 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
         staged = conn.execute(query("lock_staged"), params).fetchone()
         if staged is None:  # taken over by a newer run, or the file was forgotten meanwhile
             return None
+        conn.execute(query("restage_access"), params)
         row = conn.execute(query("upsert_document"), params).fetchone()
         if row is None:  # its file left the catalogue: the staged version has nowhere to go
             conn.execute(query("unstage"), params)
@@ -320,6 +331,15 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
         conn.execute(query("resolve_failures"), params)
         conn.execute(query("unstage"), params)
     return inserted
+
+
+def _access_now(conn: psycopg.Connection, uri: str) -> DocumentAccess | None:
+    """The file's access rule read now; None once the file has left the catalogue."""
+    source = conn.execute(query("source_of"), {"uri": uri}).fetchone()
+    if source is None:
+        return None
+    root, _, fallback = source
+    return resolve_access(Path(uri), Path(root), tuple(fallback) if fallback else None)
 
 
 def _params(scope: RunScope) -> dict[str, object]:

@@ -25,31 +25,14 @@ from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.assets import raw_documents
 from kb_pipeline.definitions import defs
-from kb_pipeline.resources import EmbedderResource, PostgresResource
-from kb_pipeline.sensor import INGEST_JOB, docs_folder_sensor
+from kb_pipeline.sensor import INGEST_JOB
 from tests.test_parsing import encrypt, make_pdf
+from tests.test_sensor import evaluate
 
 MB = 2**20
 SECRET = "社外秘ZQXSECRET"  # only ever written outside the watched folder
 
 # --- running the sensor and its runs as the daemon would --------------------------------------
-
-
-def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
-    """One evaluation of the folder sensor, its partition requests applied; no run executed."""
-    context = dg.build_sensor_context(
-        instance=instance,
-        resources={"postgres": PostgresResource(url=settings.database_url),
-                   "embedder": EmbedderResource(name="hashing")},
-    )
-    result = docs_folder_sensor(context)
-    for request in result.dynamic_partitions_requests or []:
-        if isinstance(request, dg.AddDynamicPartitionsRequest):
-            instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
-        else:
-            for key in request.partition_keys:
-                instance.delete_dynamic_partition(request.partitions_def_name, key)
-    return result
 
 
 def launch(instance: dg.DagsterInstance, result: dg.SensorResult,

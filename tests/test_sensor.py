@@ -13,14 +13,12 @@ from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.sensor import INGEST_JOB, docs_folder_sensor
 
 
-def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
-    """Evaluate the sensor once, apply its partition requests, and execute its runs."""
+def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
+    """One evaluation of the folder sensor, its partition requests applied; no run executed."""
     context = dg.build_sensor_context(
         instance=instance,
-        resources={
-            "postgres": PostgresResource(url=settings.database_url),
-            "embedder": EmbedderResource(name="hashing"),
-        },
+        resources={"postgres": PostgresResource(url=settings.database_url),
+                   "embedder": EmbedderResource(name="hashing")},
     )
     result = docs_folder_sensor(context)
     for request in result.dynamic_partitions_requests or []:
@@ -29,6 +27,12 @@ def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
         else:
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
+    return result
+
+
+def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
+    """Evaluate the sensor once, apply its partition requests, and execute its runs."""
+    result = evaluate(settings, instance)
     job = defs.resolve_job_def(INGEST_JOB.name)
     for run in result.run_requests or []:
         outcome = job.execute_in_process(

@@ -70,6 +70,11 @@ SELECT jsonb_array_length(chunks), checksum FROM staged_documents
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s AND embedded
 FOR UPDATE;
 
+-- name: restage_access
+-- The access rule as it is when the document is published (it may have changed since staging).
+UPDATE staged_documents SET allowed_groups = %(groups)s, access_rule = %(rule)s
+WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
+
 -- name: upsert_document
 -- The live row of a document, from its staged version (title and revision date from the parse).
 INSERT INTO documents AS d (source_uri, path, title, mime, size_bytes, checksum, pipeline_version,

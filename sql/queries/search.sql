@@ -60,14 +60,11 @@ kw AS (
     -- evidence for "not found" that, unlike a fused score, means the same from question to
     -- question.
     CROSS JOIN LATERAL (
-        SELECT sum(i.weight * i.idf * m.tf * 2.2
-                   / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))) AS score,
+        SELECT sum(i.weight * i.idf * ts_rank('{1,1,1,1}', k.keywords, i.query, 0) / 0.6079271
+                   * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))) AS score,
                sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
         FROM informative i
-        CROSS JOIN LATERAL (
-            SELECT ts_rank('{1,1,1,1}', k.keywords, i.query, 0) / 0.6079271 AS tf
-        ) m
-        WHERE m.tf > 0
+        WHERE k.keywords @@ i.query  -- first: ts_rank costs more, and only on matching terms
     ) t
     -- Adjacent 2-grams of a content run (東京都庁 as written, not 東京 ... 都庁).
     CROSS JOIN LATERAL (
@@ -111,3 +108,7 @@ JOIN chunks c ON c.id = f.id
 JOIN documents d ON d.id = c.document_id
 ORDER BY f.score DESC, f.id
 LIMIT %(k)s;
+
+-- name: documents_groups
+-- The groups of each document, by source_uri: whom an answer's citations may reach.
+SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s);
