@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import msgspec
 import pytest
@@ -34,6 +33,7 @@ from query_service.answerers import (
 from query_service.answerers.contract import answer_from_text
 from query_service.answerers.fallback import INTERRUPTED
 from query_service.answerers.prompt import SYSTEM_PROMPT, build_user_message
+from tests.fake_servers import QuietHandler, serve
 
 LOG = logging.getLogger("tests.answerers")
 QUESTION = "有給休暇は何日前までに申請が必要ですか"
@@ -116,7 +116,7 @@ def model_server(reply: Callable[[dict], Reply]) -> Iterator[ModelServer]:
     server_state = ModelServer()
     closing = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server API
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
             server_state.requests.append((self.path, body))
@@ -143,18 +143,9 @@ def model_server(reply: Callable[[dict], Reply]) -> Iterator[ModelServer]:
                 self.wfile.write(chunk)
                 self.wfile.flush()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server_state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
+    with serve(Handler, closing) as url:
+        server_state.url = url
         yield server_state
-    finally:
-        closing.set()
-        server.shutdown()
-        server.server_close()
 
 
 # Each provider's wire format.

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -22,7 +21,7 @@ from query_service.rerankers import (
     rerank_or_fallback,
 )
 from query_service.rerankers.llm import build_prompt, parse_ranking
-from tests.fake_servers import FakeServer, fake_server
+from tests.fake_servers import FakeServer, QuietHandler, fake_server, serve
 
 LOG = logging.getLogger("tests.rerankers")
 QUERY = "有給休暇は何日もらえますか"
@@ -68,7 +67,7 @@ def raw_server(
     raw = RawServer()
     closing = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server API
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
             raw.requests.append((self.path, dict(self.headers), body))
@@ -83,19 +82,9 @@ def raw_server(
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up waiting, as the timeout tests intend
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    raw.url = f"http://127.0.0.1:{server.server_address[1]}"
-    # A short poll interval: shutdown() waits for the serve loop to notice.
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
+    with serve(Handler, closing) as url:
+        raw.url = url
         yield raw
-    finally:
-        closing.set()
-        server.shutdown()
-        server.server_close()
 
 
 # Replies in each provider's wire format.
