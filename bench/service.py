@@ -90,6 +90,15 @@ def _prepare_env() -> Path:
     return home
 
 
+def _remove_installation(home: Path) -> None:
+    """Stop the installation's database server and delete its KB_HOME."""
+    try:
+        _kb("db", "stop")
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+    shutil.rmtree(home, ignore_errors=True)
+
+
 def _db_url() -> str:
     from kb_core.database import database_url
     from kb_core.settings import Settings
@@ -373,11 +382,7 @@ def main() -> None:
                 print(f"\n{label}: /v1/search p95 at {args.rate:g} requests/s = {p95:.1f} ms "
                       f"(target ≤ 80 ms); errors over all {label} runs: {errors} (target 0)")
     finally:
-        try:
-            _kb("db", "stop")
-        except RuntimeError as exc:
-            print(exc, file=sys.stderr)
-        shutil.rmtree(home, ignore_errors=True)
+        _remove_installation(home)
 
 
 if __name__ == "__main__":

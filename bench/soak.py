@@ -30,7 +30,6 @@ import asyncio
 import itertools
 import json
 import os
-import shutil
 import sys
 import time
 from collections import Counter
@@ -163,7 +162,7 @@ async def soak(base_url: str, token: str, questions: list[str], *, clients: int,
 def main() -> None:
     # bench/service.py builds and tears down the installation; run as a script, this file's
     # folder is on sys.path.
-    from service import Server, _db_url, _kb, _prepare_env
+    from service import Server, _db_url, _kb, _prepare_env, _remove_installation
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0)
@@ -198,11 +197,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-        try:
-            _kb("db", "stop")
-        except RuntimeError as exc:
-            print(exc, file=sys.stderr)
-        shutil.rmtree(home, ignore_errors=True)
+        _remove_installation(home)
 
 
 if __name__ == "__main__":

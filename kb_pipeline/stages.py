@@ -123,7 +123,7 @@ def stage_documents(
             if not force and indexed == (checksum, scope.version):
                 report.skipped += 1
                 continue
-            access = _access_now(conn, uri)
+            access = _resolve(uri, source)
         except FileNotFoundError:
             _fail(conn, scope, report, uri, "raw_documents",
                   "file disappeared before it could be read", None)
@@ -336,8 +336,11 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
 def _access_now(conn: psycopg.Connection, uri: str) -> DocumentAccess | None:
     """The file's access rule read now; None once the file has left the catalogue."""
     source = conn.execute(query("source_of"), {"uri": uri}).fetchone()
-    if source is None:
-        return None
+    return None if source is None else _resolve(uri, source)
+
+
+def _resolve(uri: str, source: tuple) -> DocumentAccess:
+    """The access rule of `uri`, given its catalogue row (root, path, fallback groups)."""
     root, _, fallback = source
     return resolve_access(Path(uri), Path(root), tuple(fallback) if fallback else None)
 
