@@ -72,9 +72,13 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
     a benchmark can grow one index through several sizes.
     """
     from kb_core.database import connect
+    from kb_core.generations import live_generation, use_generation
     from kb_core.keywords import to_tsvector_literal
 
     with connect(url, autocommit=True) as conn:
+        # The live generation's own tables: COPY, index builds and VACUUM need tables, and the
+        # names in public are views onto them.
+        use_generation(conn, live_generation(conn).id)
         existing = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         need = total - existing
         if need <= 0:

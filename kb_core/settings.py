@@ -62,6 +62,9 @@ class EvalSettings:
     sets: tuple[Path, ...] = (DEFAULT_EVAL_SET,)
     groups: tuple[str, ...] = ()  # for question lines without their own "groups"
     min_recall_at_5: float = 0.9  # hybrid Recall@5: the blocking check
+    # A rebuilt generation is not published when its hybrid Recall@5 is further than this
+    # below the live generation's, even above the floor.
+    max_recall_drop: float = 0.02
     min_cited_expected: float = 0.85
     min_not_found_precision: float = 0.5
     min_not_found_recall: float = 0.5
@@ -85,6 +88,7 @@ class EvalSettings:
             ),
             groups=tuple(g.strip() for g in groups.split(",") if g.strip()),
             min_recall_at_5=floor("KB_EVAL_MIN_RECALL5", cls.min_recall_at_5),
+            max_recall_drop=floor("KB_EVAL_MAX_RECALL5_DROP", cls.max_recall_drop),
             min_cited_expected=floor("KB_EVAL_MIN_CITED", cls.min_cited_expected),
             min_not_found_precision=floor("KB_EVAL_MIN_NOT_FOUND_PRECISION",
                                           cls.min_not_found_precision),

@@ -1,6 +1,7 @@
 # No `from __future__ import annotations`: Dagster reads these annotations at runtime.
 """The ingestion asset graph: raw_documents → parsed_documents → chunks → chunk_embeddings →
-search_index, one dynamic partition per document.
+search_index, one dynamic partition per document. A run tagged with an index generation
+(batching.GENERATION_TAG) writes that generation's tables instead of the live ones.
 
 Each asset takes many partitions in one run (a single-run backfill policy), because a run's
 start-up costs more than a document's parsing: a sensor tick over 1,000 changed files launches
@@ -10,6 +11,9 @@ a few runs, not 1,000. State passes between assets through the staging tables in
 
 import dagster as dg
 
+from kb_core.generations import live_awaits_rebuild
+from kb_core.settings import Settings
+from kb_pipeline.batching import run_generation
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.stages import (
     RunScope,
@@ -22,10 +26,12 @@ from kb_pipeline.stages import (
 )
 
 __all__ = [
+    "INGEST_JOB",
     "chunk_embeddings",
     "chunks",
     "documents_partitions",
     "parsed_documents",
+    "raw_config",
     "raw_documents",
     "search_index",
 ]
@@ -44,6 +50,7 @@ def _scope(context: dg.AssetExecutionContext, embedder: EmbedderResource) -> Run
         keys=list(context.partition_keys),
         run_id=context.run.run_id,
         version=pipeline_version(embedder.get()),
+        generation=run_generation(context.run.tags),
     )
 
 
@@ -62,9 +69,13 @@ def raw_documents(
     """The company's files as found in the watched folders: bytes' SHA-256, size and the access
     groups their folder grants. Files whose bytes and pipeline version are already indexed are
     skipped here, so re-running a partition is cheap."""
-    with postgres.connection() as conn:
+    scope = _scope(context, embedder)
+    with postgres.connection(scope.generation) as conn:
+        # A live generation built by another pipeline version takes content changes only: the
+        # new version reaches it through a rebuilt generation, gated by its evaluation.
+        content_only = scope.generation is None and live_awaits_rebuild(conn, scope.version)
         report = stage_documents(
-            conn, _scope(context, embedder), config.max_file_mb * 2**20, config.force
+            conn, scope, config.max_file_mb * 2**20, force=config.force, content_only=content_only
         )
     return dg.MaterializeResult(metadata=report.metadata())
 
@@ -75,8 +86,9 @@ def parsed_documents(
 ) -> dg.MaterializeResult:
     """Each document's text with its structure kept: headings, tables, and the page, sheet or
     slide each passage came from, plus the revision date it states."""
-    with postgres.connection() as conn:
-        report = parse_documents(conn, _scope(context, embedder))
+    scope = _scope(context, embedder)
+    with postgres.connection(scope.generation) as conn:
+        report = parse_documents(conn, scope)
     return dg.MaterializeResult(metadata=report.metadata())
 
 
@@ -86,8 +98,9 @@ def chunks(
 ) -> dg.MaterializeResult:
     """Passages cut at headings (第N条, 見出し) and sentence ends, each within the embedding
     model's window and carrying its document title and heading path."""
-    with postgres.connection() as conn:
-        report = chunk_documents(conn, _scope(context, embedder), embedder.get())
+    scope = _scope(context, embedder)
+    with postgres.connection(scope.generation) as conn:
+        report = chunk_documents(conn, scope, embedder.get())
     return dg.MaterializeResult(metadata=report.metadata())
 
 
@@ -97,8 +110,9 @@ def chunk_embeddings(
 ) -> dg.MaterializeResult:
     """Vectors of the passages. A passage text this model embedded before is never embedded
     again, so editing one paragraph of a long document re-embeds only what changed."""
-    with postgres.connection() as conn:
-        report = embed_chunks(conn, _scope(context, embedder), embedder.get(), embedder.batch_size)
+    scope = _scope(context, embedder)
+    with postgres.connection(scope.generation) as conn:
+        report = embed_chunks(conn, scope, embedder.get(), embedder.batch_size)
     return dg.MaterializeResult(metadata=report.metadata())
 
 
@@ -108,6 +122,20 @@ def search_index(
 ) -> dg.MaterializeResult:
     """The searchable index employees query: documents and chunks with vectors (HNSW) and
     2-gram keywords (GIN). Each document is replaced in one transaction."""
-    with postgres.connection() as conn:
-        report = index_documents(conn, _scope(context, embedder), embedder.get())
+    scope = _scope(context, embedder)
+    with postgres.connection(scope.generation) as conn:
+        report = index_documents(conn, scope, embedder.get())
     return dg.MaterializeResult(metadata=report.metadata())
+
+
+INGEST_JOB = dg.define_asset_job(
+    "ingest_documents",
+    selection=dg.AssetSelection.groups("ingestion"),
+    partitions_def=documents_partitions,
+    description="Parse, chunk, embed and index changed documents.",
+)
+
+
+def raw_config(settings: Settings) -> dict:
+    """INGEST_JOB's run config: the file size limit of raw_documents."""
+    return {"ops": {"raw_documents": {"config": {"max_file_mb": settings.max_file_bytes >> 20}}}}

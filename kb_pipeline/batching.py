@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import dagster as dg
 from dagster._core.storage.tags import (
@@ -10,7 +10,17 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-__all__ = ["MAX_CHANGED_PER_RUN", "keys_in_runs", "partition_ranges", "range_tags"]
+__all__ = [
+    "GENERATION_TAG",
+    "MAX_CHANGED_PER_RUN",
+    "keys_in_runs",
+    "partition_ranges",
+    "range_tags",
+    "run_generation",
+]
+
+# On the runs of a rebuild: the index generation they build (absent: the live one).
+GENERATION_TAG = "kb/generation"
 
 # Enough to amortise a run's start-up; few enough that a crashed run redoes little.
 MAX_CHANGED_PER_RUN = 200
@@ -41,13 +51,22 @@ def range_tags(first: str, last: str) -> dict[str, str]:
     return {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
 
 
+def run_generation(tags: Mapping[str, str]) -> int | None:
+    """The index generation a run writes to, from its tags (None: the live generation)."""
+    value = tags.get(GENERATION_TAG)
+    return None if value is None else int(value)
+
+
 def keys_in_runs(
     instance: dg.DagsterInstance, job_name: str, ordered_keys: Sequence[str]
 ) -> set[str]:
-    """Partition keys that queued or running runs of `job_name` already cover."""
+    """Partition keys that queued or running runs of `job_name` already cover in the live
+    generation (a rebuild's runs write elsewhere)."""
     position = {key: i for i, key in enumerate(ordered_keys)}
     covered: set[str] = set()
     for run in instance.get_runs(dg.RunsFilter(job_name=job_name, statuses=_ACTIVE)):
+        if run_generation(run.tags) is not None:
+            continue
         first = run.tags.get(ASSET_PARTITION_RANGE_START_TAG, run.tags.get("dagster/partition"))
         last = run.tags.get(ASSET_PARTITION_RANGE_END_TAG, first)
         if first in position and last in position:

@@ -129,10 +129,13 @@ def plan_folder(
     pipeline_version: str,
     fallback_groups: tuple[str, ...] | None = None,
     max_bytes: int | None = None,
+    *,
+    content_only: bool = False,
 ) -> IngestPlan:
     """Plan a whole watched folder: new, changed and deleted files, and changed access rules.
 
     A missing or empty folder (an unmounted share looks like one) deletes nothing.
+    `content_only`: see plan_files.
     """
     plan = IngestPlan()
     if not root.is_dir():
@@ -146,7 +149,8 @@ def plan_folder(
             "(unmounted share?); nothing deleted, waiting"
         )
         return plan
-    plan.merge(plan_files(conn, root, files, pipeline_version, fallback_groups, max_bytes))
+    plan.merge(plan_files(conn, root, files, pipeline_version, fallback_groups, max_bytes,
+                          content_only=content_only))
     plan.deleted = sorted(known - {str(f) for f in files})
     return plan
 
@@ -158,10 +162,14 @@ def plan_files(
     pipeline_version: str,
     fallback_groups: tuple[str, ...] | None = None,
     max_bytes: int | None = None,
+    *,
+    content_only: bool = False,
 ) -> IngestPlan:
     """Register `files` under `root` and decide for each whether it needs ingesting.
 
     A file over `max_bytes` is refused here from its size alone, before anything reads it.
+    With `content_only` (the live generation awaits a rebuild for a new pipeline version), a
+    document indexed by another pipeline version is current while its bytes are unchanged.
     """
     plan = IngestPlan()
     uris = [str(f) for f in files]
@@ -203,7 +211,7 @@ def plan_files(
         if checksum is not None or failed_checksum is not None:
             same_stat = size == stat.st_size and mtime == file_mtime(stat)
             current = checksum if same_stat and checksum else file_checksum(file)
-            if current == checksum and version == pipeline_version:
+            if current == checksum and (content_only or version == pipeline_version):
                 plan.unchanged.append(uri)
                 if not same_stat:
                     conn.execute(query("touch_document"), {"uri": uri, "mtime": file_mtime(stat)})

@@ -1,17 +1,29 @@
-"""Asset checks on search_index: integrity (blocking, ERROR) and access coverage (WARN)."""
+"""Asset checks on search_index: integrity (blocking, ERROR) and access coverage (WARN). In a
+rebuild's runs they check the generation being built."""
 
 
 import dagster as dg
 
 from kb_core.queries import query
 from kb_pipeline.assets import search_index
+from kb_pipeline.batching import run_generation
 from kb_pipeline.resources import PostgresResource
+
+Context = dg.AssetCheckExecutionContext
+
+
+def _generation(context: Context) -> int | None:
+    # op_execution_context.run_tags, not context.run: it also answers when a test invokes a
+    # check directly, outside any run.
+    return run_generation(context.op_execution_context.run_tags)
 
 __all__ = ["INDEX_CHECKS"]
 
 
-def _rows_check(postgres: PostgresResource, name: str, what: str) -> dg.AssetCheckResult:
-    with postgres.connection() as conn:
+def _rows_check(
+    context: Context, postgres: PostgresResource, name: str, what: str
+) -> dg.AssetCheckResult:
+    with postgres.connection(_generation(context)) as conn:
         rows = conn.execute(query(name)).fetchall()
     return dg.AssetCheckResult(
         passed=not rows,
@@ -26,15 +38,20 @@ def _rows_check(postgres: PostgresResource, name: str, what: str) -> dg.AssetChe
 
 
 @dg.asset_check(asset=search_index, blocking=True)
-def chunks_have_valid_embeddings(postgres: PostgresResource) -> dg.AssetCheckResult:
+def chunks_have_valid_embeddings(
+    context: Context, postgres: PostgresResource
+) -> dg.AssetCheckResult:
     """Every chunk has a unit-length embedding of the index's recorded dimension."""
-    return _rows_check(postgres, "chunks_with_bad_embeddings", "document, chunk")
+    return _rows_check(context, postgres, "chunks_with_bad_embeddings", "document, chunk")
 
 
 @dg.asset_check(asset=search_index, blocking=True)
-def documents_have_whole_chunk_sets(postgres: PostgresResource) -> dg.AssetCheckResult:
+def documents_have_whole_chunk_sets(
+    context: Context, postgres: PostgresResource
+) -> dg.AssetCheckResult:
     """Every document has chunks 0..n-1 exactly once, carrying the document's groups."""
     return _rows_check(
+        context,
         postgres,
         "documents_with_broken_chunks",
         "document, chunks, positions, last position, groups differ",
@@ -42,15 +59,17 @@ def documents_have_whole_chunk_sets(postgres: PostgresResource) -> dg.AssetCheck
 
 
 @dg.asset_check(asset=search_index, blocking=True)
-def no_orphan_documents(postgres: PostgresResource) -> dg.AssetCheckResult:
+def no_orphan_documents(context: Context, postgres: PostgresResource) -> dg.AssetCheckResult:
     """Every indexed document is a file the catalogue still knows."""
-    return _rows_check(postgres, "orphan_documents", "document")
+    return _rows_check(context, postgres, "orphan_documents", "document")
 
 
 @dg.asset_check(asset=search_index)
-def documents_have_access_rules(postgres: PostgresResource) -> dg.AssetCheckResult:
+def documents_have_access_rules(
+    context: Context, postgres: PostgresResource
+) -> dg.AssetCheckResult:
     """Documents without an access rule are visible to nobody: list them so someone adds one."""
-    with postgres.connection() as conn:
+    with postgres.connection(_generation(context)) as conn:
         paths = [row[0] for row in conn.execute(query("documents_without_access_rule"))]
     return dg.AssetCheckResult(
         passed=not paths,

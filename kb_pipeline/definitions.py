@@ -6,15 +6,21 @@ import dagster as dg
 from kb_pipeline import assets
 from kb_pipeline.checks import INDEX_CHECKS
 from kb_pipeline.evaluation import EVALUATION_SENSOR, retrieval_evaluation
+from kb_pipeline.generations import GATE_JOB, generation_evaluation, published_generation
 from kb_pipeline.resources import EmbedderResource, PostgresResource
-from kb_pipeline.sensor import INGEST_JOB, docs_folder_sensor
+from kb_pipeline.sensor import docs_folder_sensor
 
 __all__ = ["defs"]
 
 defs = dg.Definitions(
-    assets=[*dg.load_assets_from_modules([assets]), retrieval_evaluation],
+    assets=[
+        *dg.load_assets_from_modules([assets]),
+        retrieval_evaluation,
+        generation_evaluation,
+        published_generation,
+    ],
     asset_checks=INDEX_CHECKS,
-    jobs=[INGEST_JOB],
+    jobs=[assets.INGEST_JOB, GATE_JOB],
     sensors=[docs_folder_sensor, EVALUATION_SENSOR],
     resources={
         # Read when a run or sensor evaluation starts; `kb up` and `kb ingest` set both.

@@ -16,12 +16,12 @@ import psycopg
 
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
+from kb_core.generations import live_awaits_rebuild
 from kb_core.queries import query
 from kb_core.settings import Settings
-from kb_pipeline.assets import documents_partitions
+from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
 from kb_pipeline.batching import partition_ranges, range_tags
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
-from kb_pipeline.sensor import INGEST_JOB, raw_config
 from kb_pipeline.stages import pipeline_version
 
 __all__ = ["IngestFailure", "IngestSummary", "fail_abandoned_runs", "ingest_paths", "sweep_staging"]
@@ -76,14 +76,16 @@ def ingest_paths(
     with connect(database_url, autocommit=True) as conn:
         since = conn.execute(query("database_now")).fetchone()[0]
         sweep_staging(conn, instance)
+        content_only = live_awaits_rebuild(conn, version)
         for path in paths:
             path = path.expanduser().resolve()
             # As in the sensor: an oversized file is refused from its size, never read.
             if path.is_dir():
-                plan.merge(plan_folder(conn, path, version, groups, settings.max_file_bytes))
+                plan.merge(plan_folder(conn, path, version, groups, settings.max_file_bytes,
+                                       content_only=content_only))
             elif path.is_file():
                 plan.merge(plan_files(conn, path.parent, [path], version, groups,
-                                      settings.max_file_bytes))
+                                      settings.max_file_bytes, content_only=content_only))
             else:
                 plan.warnings.append(f"{path}: no such file or folder")
         forget_files(conn, plan.deleted)

@@ -10,6 +10,7 @@ import psycopg
 
 from kb_core.database import connect
 from kb_core.embeddings import Embedder, make_embedder
+from kb_core.generations import use_generation
 
 __all__ = ["EmbedderResource", "PostgresResource"]
 
@@ -20,9 +21,12 @@ class PostgresResource(dg.ConfigurableResource):
     url: str
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection]:
-        """An autocommit connection: stages open a transaction where statements belong together."""
+    def connection(self, generation: int | None = None) -> Iterator[psycopg.Connection]:
+        """An autocommit connection (stages open a transaction where statements belong
+        together) to the index tables of `generation`; None: the live generation."""
         with connect(self.url, autocommit=True) as conn:
+            if generation is not None:
+                use_generation(conn, generation)
             yield conn
 
 

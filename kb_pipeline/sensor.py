@@ -1,34 +1,26 @@
 """The folder sensor: new, edited and deleted files in KB_DOCS_DIRS reach the index by
-themselves, within one sensor interval."""
+themselves, within one sensor interval; a pipeline change starts a gated rebuild."""
 
 
 import dagster as dg
 
+from kb_core.generations import live_awaits_rebuild
 from kb_core.settings import Settings
-from kb_pipeline.assets import documents_partitions
+from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
 from kb_pipeline.batching import keys_in_runs, partition_ranges, range_tags
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
+from kb_pipeline.generations import GATE_JOB, rebuild_requests
+from kb_pipeline.ingest import fail_abandoned_runs, sweep_staging
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.stages import pipeline_version
 
-__all__ = ["INGEST_JOB", "SENSOR_INTERVAL_S", "docs_folder_sensor", "raw_config"]
+__all__ = ["SENSOR_INTERVAL_S", "docs_folder_sensor"]
 
 SENSOR_INTERVAL_S = 15
 
-INGEST_JOB = dg.define_asset_job(
-    "ingest_documents",
-    selection=dg.AssetSelection.groups("ingestion"),
-    partitions_def=documents_partitions,
-    description="Parse, chunk, embed and index changed documents.",
-)
-
-
-def raw_config(settings: Settings) -> dict:
-    return {"ops": {"raw_documents": {"config": {"max_file_mb": settings.max_file_bytes >> 20}}}}
-
 
 @dg.sensor(
-    job=INGEST_JOB,
+    jobs=[INGEST_JOB, GATE_JOB],
     minimum_interval_seconds=SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
@@ -37,9 +29,8 @@ def docs_folder_sensor(
 ) -> dg.SensorResult:
     """Watch KB_DOCS_DIRS: register new files, launch runs for changed ones (a few runs over
     ranges of partitions), re-permission documents whose access rule changed and remove deleted
-    files from the index. Unchanged files launch nothing."""
-    from kb_pipeline.ingest import fail_abandoned_runs, sweep_staging  # it imports this module
-
+    files from the index. Unchanged files launch nothing. After a pipeline change, also drive
+    the rebuild of every document into a new generation and its evaluation."""
     settings = Settings.from_env()
     version = pipeline_version(embedder.get())
     plan = IngestPlan()
@@ -48,10 +39,12 @@ def docs_folder_sensor(
     fail_abandoned_runs(context.instance)
     with postgres.connection() as conn:
         sweep_staging(conn, context.instance)
+        content_only = live_awaits_rebuild(conn, version)
         for root in settings.docs_dirs:
             # The size limit is applied here, from the files' sizes: an oversized file
             # launches no run and is not re-read on every tick.
-            plan.merge(plan_folder(conn, root, version, max_bytes=settings.max_file_bytes))
+            plan.merge(plan_folder(conn, root, version, max_bytes=settings.max_file_bytes,
+                                   content_only=content_only))
         forget_files(conn, plan.deleted)
     for warning in plan.warnings:
         context.log.warning(warning)
@@ -65,7 +58,8 @@ def docs_folder_sensor(
     busy = keys_in_runs(context.instance, INGEST_JOB.name, ordered)
     todo = [k for k in plan.changed if k not in busy]
     run_requests = [
-        dg.RunRequest(tags=range_tags(first, last), run_config=raw_config(settings))
+        dg.RunRequest(job_name=INGEST_JOB.name, tags=range_tags(first, last),
+                      run_config=raw_config(settings))
         for first, last in partition_ranges(ordered, todo)
     ]
     requests: list = []
@@ -73,6 +67,11 @@ def docs_folder_sensor(
         requests.append(documents_partitions.build_add_request(new_keys))
     if gone:
         requests.append(documents_partitions.build_delete_request(gone))
+    with postgres.connection() as conn:
+        rebuild_runs, generation_partitions = rebuild_requests(
+            context, conn, version, ordered, raw_config(settings))
+    run_requests += rebuild_runs
+    requests += generation_partitions
     summary = (
         f"{len(plan.seen)} files: {len(todo)} to ingest in {len(run_requests)} runs, "
         f"{len(plan.unchanged)} unchanged, {len(plan.known_failing)} known failing, "

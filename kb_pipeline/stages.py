@@ -83,6 +83,7 @@ class RunScope:
     keys: list[str]
     run_id: str
     version: str
+    generation: int | None = None  # the index generation written; None: the live one
 
 
 def _fail(
@@ -102,9 +103,11 @@ def _fail(
 
 
 def stage_documents(
-    conn: psycopg.Connection, scope: RunScope, max_bytes: int, force: bool = False
+    conn: psycopg.Connection, scope: RunScope, max_bytes: int, *, force: bool = False,
+    content_only: bool = False,
 ) -> StageReport:
-    """raw_documents: snapshot each file (checksum, size, access groups) unless it is current."""
+    """raw_documents: snapshot each file (checksum, size, access groups) unless it is current:
+    same bytes and, unless `content_only`, the same pipeline version."""
     report = StageReport()
     for uri in scope.keys:
         file = Path(uri)
@@ -120,7 +123,8 @@ def stage_documents(
                 )
             checksum = file_checksum(file)
             indexed = conn.execute(query("indexed_checksum"), {"uri": uri}).fetchone()
-            if not force and indexed == (checksum, scope.version):
+            if not force and indexed is not None and indexed[0] == checksum and (
+                    content_only or indexed[1] == scope.version):
                 report.skipped += 1
                 continue
             access = _resolve(uri, source)

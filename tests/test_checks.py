@@ -27,7 +27,7 @@ def indexed(settings, instance, tmp_path, conn):
 
 
 def run_check(check: dg.AssetChecksDefinition, postgres: PostgresResource) -> dg.AssetCheckResult:
-    return check(postgres=postgres)
+    return check(dg.build_asset_check_context(), postgres=postgres)
 
 
 def test_checks_pass_on_a_sound_index(indexed):

@@ -23,9 +23,8 @@ from pypdf import PdfWriter
 
 from kb_core.queries import query
 from kb_core.settings import Settings
-from kb_pipeline.assets import raw_documents
+from kb_pipeline.assets import INGEST_JOB, raw_documents
 from kb_pipeline.definitions import defs
-from kb_pipeline.sensor import INGEST_JOB
 from tests.test_parsing import encrypt, make_pdf
 from tests.test_sensor import evaluate
 

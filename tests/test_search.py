@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from kb_core.embeddings import make_embedder
+from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
 from kb_pipeline.definitions import defs
 from kb_pipeline.ingest import ingest_paths
@@ -195,8 +197,14 @@ def test_failing_reranker_keeps_the_fused_order(corpus, conn, monkeypatch):
     assert [h.chunk_id for h in result.hits] == [h.chunk_id for h in fused.hits]
 
 
+def _live_tables(conn: psycopg.Connection) -> None:
+    # COPY and ANALYZE need the live generation's tables, not the views onto them in public.
+    use_generation(conn, live_generation(conn).id)
+
+
 def test_keyword_leg_uses_the_gin_index_for_a_selective_term(conn):
     # 20,000 synthetic chunks, one of which holds the rare term: the plan must not scan them all.
+    _live_tables(conn)
     conn.execute(
         "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
         "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "
@@ -235,6 +243,7 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
         points = direction + rng.normal(scale=0.3 / np.sqrt(384), size=(count, 384))
         return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
 
+    _live_tables(conn)
     document_id = conn.execute(
         "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
         "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "

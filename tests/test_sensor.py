@@ -10,7 +10,7 @@ import pytest
 from kb_core.settings import Settings
 from kb_pipeline.definitions import defs
 from kb_pipeline.resources import EmbedderResource, PostgresResource
-from kb_pipeline.sensor import INGEST_JOB, docs_folder_sensor
+from kb_pipeline.sensor import docs_folder_sensor
 
 
 def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
@@ -33,10 +33,10 @@ def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResul
 def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     """Evaluate the sensor once, apply its partition requests, and execute its runs."""
     result = evaluate(settings, instance)
-    job = defs.resolve_job_def(INGEST_JOB.name)
     for run in result.run_requests or []:
-        outcome = job.execute_in_process(
-            instance=instance, tags=run.tags, run_config=run.run_config
+        outcome = defs.resolve_job_def(run.job_name).execute_in_process(
+            instance=instance, tags=run.tags, run_config=run.run_config,
+            partition_key=run.partition_key,
         )
         assert outcome.success
     return result

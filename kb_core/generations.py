@@ -1,0 +1,250 @@
+"""Index generations: the live index and the rebuilt ones waiting beside it.
+
+Each generation's index tables live in a schema `kb_gen_<id>`; the same names in `public` are
+views onto the live generation. Readers and the document-by-document writers use the plain
+names and so always reach the live generation; a rebuild writes into its own schema by putting
+it first on the search path (`use_generation`). Publishing replaces the five views in one
+transaction, so every statement sees one generation whole, never a mix.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from kb_core.queries import query
+
+__all__ = [
+    "GENERATION_TABLES",
+    "Generation",
+    "GenerationError",
+    "adopt_version",
+    "create_generation",
+    "discard_generation",
+    "generation",
+    "list_generations",
+    "live_awaits_rebuild",
+    "live_generation",
+    "mark_runs_launched",
+    "missing_from",
+    "publish_generation",
+    "rebuild_needed",
+    "record_evaluation",
+    "schema_of",
+    "set_state",
+    "use_generation",
+]
+
+log = logging.getLogger(__name__)
+
+# The tables one generation owns; everything else (catalogue, embedding cache, failures, query
+# log, tokens) is shared by all generations.
+GENERATION_TABLES = ("documents", "chunks", "keyword_df", "index_settings", "staged_documents")
+# Publishing waits at most this long for each lock, then lets go and tries again: readers that
+# queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
+# be chosen as the victim of a deadlock with it.
+_LOCK_TIMEOUT = "100ms"
+_PUBLISH_PATIENCE_S = 300.0
+
+
+class GenerationError(RuntimeError):
+    """A generation operation that cannot be done in the generation's present state."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    id: int
+    pipeline_version: str | None
+    state: str  # building, evaluating, passed, failed, live, retired, discarded
+    created_at: dt.datetime
+    runs_launched_at: dt.datetime | None
+    evaluated_at: dt.datetime | None
+    published_at: dt.datetime | None
+    evaluation: dict | None
+    note: str | None
+
+    @property
+    def schema(self) -> str:
+        return schema_of(self.id)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "id": self.id, "state": self.state, "pipeline_version": self.pipeline_version,
+            "created_at": self.created_at.isoformat(timespec="seconds"),
+            "published_at": self.published_at and self.published_at.isoformat(timespec="seconds"),
+            "evaluation": self.evaluation, "note": self.note,
+        }
+
+
+def schema_of(generation_id: int) -> str:
+    return f"kb_gen_{int(generation_id)}"
+
+
+def list_generations(conn: psycopg.Connection) -> list[Generation]:
+    return [Generation(*row) for row in conn.execute(query("generations"))]
+
+
+def generation(conn: psycopg.Connection, generation_id: int) -> Generation:
+    for gen in list_generations(conn):
+        if gen.id == generation_id:
+            return gen
+    raise GenerationError(f"there is no index generation {generation_id}")
+
+
+def live_generation(conn: psycopg.Connection) -> Generation:
+    return next(gen for gen in list_generations(conn) if gen.state == "live")
+
+
+def use_generation(conn: psycopg.Connection, generation_id: int | None) -> None:
+    """Point this connection's index tables at generation `generation_id` (None: the live one,
+    through the views)."""
+    if generation_id is None:
+        conn.execute("RESET search_path")
+    else:
+        conn.execute(sql.SQL("SET search_path = {}, public").format(
+            sql.Identifier(schema_of(generation_id))))
+
+
+def adopt_version(conn: psycopg.Connection, version: str) -> None:
+    """Record `version` as the live generation's when it has none yet or holds no documents:
+    the first index is built document by document, with nothing to gate it against."""
+    conn.execute(query("adopt_pipeline_version"), {"version": version})
+
+
+def live_awaits_rebuild(conn: psycopg.Connection, version: str) -> bool:
+    """Whether the live generation was built by another pipeline version than `version`. Only
+    a rebuild brings the new version to it; until then only changed bytes make one of its
+    documents stale."""
+    adopt_version(conn, version)
+    return live_generation(conn).pipeline_version != version
+
+
+def rebuild_needed(conn: psycopg.Connection, version: str) -> bool:
+    """Whether the pipeline changed since the live generation was built and no generation for
+    `version` exists yet (a failed or discarded one is not retried by itself)."""
+    if not live_awaits_rebuild(conn, version):
+        return False
+    return conn.execute(query("generation_of_version"), {"version": version}).fetchone() is None
+
+
+def create_generation(conn: psycopg.Connection, version: str) -> Generation:
+    """A new, empty generation shaped like the live one, in state `building`."""
+    with conn.transaction():
+        conn.execute(query("generation_lock"))
+        live = live_generation(conn)
+        new_id = conn.execute(query("insert_generation"), {"version": version}).fetchone()[0]
+        new, old = sql.Identifier(schema_of(new_id)), sql.Identifier(live.schema)
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(new))
+        for table in GENERATION_TABLES:
+            # Indexes, defaults, constraints and identities come along; foreign keys and
+            # triggers do not (the index-version trigger is added when it goes live).
+            conn.execute(sql.SQL("CREATE TABLE {}.{} (LIKE {}.{} INCLUDING ALL)").format(
+                new, sql.Identifier(table), old, sql.Identifier(table)))
+        conn.execute(sql.SQL(
+            "ALTER TABLE {new}.chunks ADD FOREIGN KEY (document_id) "
+            "REFERENCES {new}.documents (id) ON DELETE CASCADE").format(new=new))
+        for table in ("documents", "chunks"):
+            # Ids continue after the live generation's: a chunk id never names two passages.
+            conn.execute(
+                "SELECT setval(pg_get_serial_sequence(%(new)s, 'id'), "
+                "nextval(pg_get_serial_sequence(%(old)s, 'id')))",
+                {"new": f"{schema_of(new_id)}.{table}", "old": f"{live.schema}.{table}"})
+    log.info("created index generation %d for %s", new_id, version)
+    return generation(conn, new_id)
+
+
+def mark_runs_launched(conn: psycopg.Connection, generation_id: int) -> None:
+    conn.execute(query("generation_runs_launched"), {"id": generation_id})
+
+
+def set_state(conn: psycopg.Connection, generation_id: int, state: str,
+              note: str | None = None) -> None:
+    conn.execute(query("generation_state"), {"id": generation_id, "state": state, "note": note})
+
+
+def record_evaluation(conn: psycopg.Connection, generation_id: int, passed: bool,
+                      evaluation: dict, note: str | None) -> None:
+    conn.execute(query("generation_evaluated"), {
+        "id": generation_id, "state": "passed" if passed else "failed",
+        "evaluation": json.dumps(evaluation), "note": note})
+
+
+def missing_from(conn: psycopg.Connection, generation_id: int) -> list[str]:
+    """Paths of documents the live generation serves and generation `generation_id` lacks."""
+    use_generation(conn, generation_id)
+    try:
+        return [row[0] for row in conn.execute(query("generation_coverage"))]
+    finally:
+        use_generation(conn, None)
+
+
+def publish_generation(conn: psycopg.Connection, generation_id: int) -> int:
+    """Make a generation that passed its evaluation the live one, in one transaction; drop the
+    generation it replaces. Return the id of that retired generation."""
+    deadline = time.monotonic() + _PUBLISH_PATIENCE_S
+    while True:
+        try:
+            retired = _switch(conn, generation_id)
+            break
+        except psycopg.errors.LockNotAvailable:
+            if time.monotonic() > deadline:
+                raise GenerationError(
+                    f"generation {generation_id} was not published: the index was busy for "
+                    f"{_PUBLISH_PATIENCE_S:.0f} s") from None
+            time.sleep(0.2)
+    # Readers still inside a statement on the old tables hold their locks: DROP waits for them.
+    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema_of(retired))))
+    log.info("published index generation %d (generation %d retired)", generation_id, retired)
+    return retired
+
+
+def _switch(conn: psycopg.Connection, generation_id: int) -> int:
+    schema = sql.Identifier(schema_of(generation_id))
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(_LOCK_TIMEOUT)))
+        conn.execute(query("generation_lock"))
+        gen = generation(conn, generation_id)
+        if gen.state != "passed":
+            raise GenerationError(
+                f"generation {generation_id} is {gen.state}: only a generation that passed its "
+                "evaluation is published")
+        conn.execute(query("lock_keyword_stats"))  # no document write is half done
+        # Locking the views locks the live tables behind them: no reader is inside them now.
+        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.SQL(", ").join(
+            sql.Identifier("public", table) for table in GENERATION_TABLES)))
+        conn.execute(sql.SQL("SET LOCAL search_path = {}, public").format(schema))
+        forgotten = [row[0] for row in conn.execute(query("generation_forgotten"))]
+        if forgotten:
+            conn.execute(query("keyword_df_remove"), {"uris": forgotten})
+            conn.execute(query("delete_documents"), {"uris": forgotten})
+        conn.execute(query("generation_copy_access"))
+        for table in GENERATION_TABLES:
+            conn.execute(sql.SQL("CREATE OR REPLACE VIEW {} AS SELECT * FROM {}").format(
+                sql.Identifier("public", table), sql.Identifier(schema_of(generation_id), table)))
+        conn.execute(sql.SQL(
+            "CREATE TRIGGER documents_change_index_version "
+            "AFTER INSERT OR UPDATE OR DELETE ON {}.documents "
+            "FOR EACH STATEMENT EXECUTE FUNCTION public.bump_index_version()").format(schema))
+        retired = conn.execute(query("retire_live_generation")).fetchone()[0]
+        conn.execute(query("make_generation_live"), {"id": generation_id})
+        conn.execute(query("bump_index_version"))
+    return retired
+
+
+def discard_generation(conn: psycopg.Connection, generation_id: int, note: str) -> None:
+    """Drop a generation that is not live (its figures stay in index_generations)."""
+    with conn.transaction():
+        conn.execute(query("generation_lock"))
+        gen = generation(conn, generation_id)
+        if gen.state in ("live", "retired", "discarded"):
+            raise GenerationError(f"generation {generation_id} is {gen.state}: nothing to discard")
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+            sql.Identifier(gen.schema)))
+        set_state(conn, generation_id, "discarded", note)
+    log.info("discarded index generation %d", generation_id)

@@ -1,0 +1,228 @@
+# No `from __future__ import annotations`: Dagster reads these annotations at runtime.
+"""Gated rebuilds: a pipeline change (parser, chunker, keywords or embedding model version)
+rebuilds every document into a new index generation beside the live one; it is evaluated and
+published only when its gate passes.
+
+The folder sensor calls `rebuild_requests` on each tick: it creates the generation, launches the
+ingest job over every document with the generation's tag, and once those runs are over launches
+`evaluate_generation` for it. There, `generation_evaluation` replays the question sets against
+the candidate and the live generation side by side; its blocking checks keep
+`published_generation`, which switches the live index in one transaction, from running unless
+the candidate is as good. `kb generation rebuild` does the same in one process.
+"""
+
+import os
+import socket
+
+import dagster as dg
+
+from kb_core.database import connect
+from kb_core.embeddings import make_embedder
+from kb_core.generations import (
+    Generation,
+    create_generation,
+    generation,
+    list_generations,
+    mark_runs_launched,
+    missing_from,
+    publish_generation,
+    rebuild_needed,
+    record_evaluation,
+    set_state,
+)
+from kb_core.index_model import IndexModelMismatchError
+from kb_core.report import metrics_markdown, misses_markdown
+from kb_core.settings import EvalSettings, Settings
+from kb_pipeline.assets import INGEST_JOB, raw_config
+from kb_pipeline.batching import GENERATION_TAG, partition_ranges, range_tags
+from kb_pipeline.evaluation import evaluate_index
+from kb_pipeline.ingest import HOST_TAG, PID_TAG
+from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_pipeline.stages import pipeline_version
+
+__all__ = [
+    "GATE_JOB",
+    "generation_evaluation",
+    "generations_partitions",
+    "published_generation",
+    "rebuild_in_process",
+    "rebuild_requests",
+]
+
+generations_partitions = dg.DynamicPartitionsDefinition(name="generations")
+RECALL_GATE = "generation_recall_at_5_holds"
+COVERAGE_GATE = "generation_covers_live_documents"
+_GENERATIONS = {"partitions_def": generations_partitions, "group_name": "generations"}
+_UNFINISHED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+@dg.asset(
+    kinds={"python", "postgres"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            RECALL_GATE, asset="generation_evaluation", blocking=True,
+            description="The rebuilt generation's hybrid Recall@5 is at or above "
+                        "KB_EVAL_MIN_RECALL5 and at most KB_EVAL_MAX_RECALL5_DROP below the "
+                        "live generation's, measured in the same run."),
+        dg.AssetCheckSpec(
+            COVERAGE_GATE, asset="generation_evaluation", blocking=True,
+            description="Every document the live generation serves is in the rebuilt one."),
+    ],
+    **_GENERATIONS,
+)
+def generation_evaluation(
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
+) -> dg.MaterializeResult:
+    """A rebuilt index generation (the partition) measured against the live one with the
+    configured question sets: it may be published only when both gates pass. A failed
+    generation stays unpublished, with these figures, until it is discarded
+    (`kb generation discard N`)."""
+    gen_id = int(context.partition_key)
+    settings = EvalSettings.from_env()
+    with postgres.connection() as conn:
+        set_state(conn, gen_id, "evaluating")
+        missing = missing_from(conn, gen_id)
+        try:
+            live = evaluate_index(conn, embedder.name, settings, answers=False)
+        except IndexModelMismatchError as exc:  # a new embedding model: only the floor applies
+            context.log.warning("live generation not comparable: %s", exc)
+            live = None
+    with postgres.connection(gen_id) as conn:
+        report = evaluate_index(conn, embedder.name, settings)
+    recall = report["modes"]["hybrid"]["recall"]["5"]
+    live_recall = live["modes"]["hybrid"]["recall"]["5"] if live else None
+    reasons = []
+    if recall < settings.min_recall_at_5:
+        reasons.append(f"hybrid Recall@5 {recall:.4f} is under the floor "
+                       f"{settings.min_recall_at_5:.4f}")
+    if live_recall is not None and recall < live_recall - settings.max_recall_drop:
+        reasons.append(f"hybrid Recall@5 {recall:.4f} is more than "
+                       f"{settings.max_recall_drop:.4f} below the live generation's "
+                       f"{live_recall:.4f}")
+    if missing:
+        reasons.append(f"{len(missing)} documents of the live generation are missing")
+    figures = {"hybrid_recall_at_5": recall, "live_hybrid_recall_at_5": live_recall,
+               "floor": settings.min_recall_at_5, "max_drop": settings.max_recall_drop,
+               "missing_documents": len(missing)}
+    with postgres.connection() as conn:
+        record_evaluation(conn, gen_id, not reasons, figures, "; ".join(reasons) or None)
+    comparison = (
+        "| | hybrid Recall@5 |\n| --- | --- |\n"
+        f"| generation {gen_id} (rebuilt) | {recall:.4f} |\n"
+        + (f"| live generation | {live_recall:.4f} |\n" if live_recall is not None else "")
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "generation": gen_id,
+            "verdict": "passed: publishing" if not reasons else "; ".join(reasons),
+            "comparison": dg.MetadataValue.md(comparison),
+            "report": dg.MetadataValue.md(metrics_markdown(report)),
+            "misses": dg.MetadataValue.md(misses_markdown(report)),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=RECALL_GATE,
+                passed=not [r for r in reasons if "Recall@5" in r],
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={k: v for k, v in figures.items() if v is not None},
+            ),
+            dg.AssetCheckResult(
+                check_name=COVERAGE_GATE,
+                passed=not missing,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"missing_documents": len(missing), "paths": dg.MetadataValue.md(
+                    "\n".join(f"- {p}" for p in missing[:50]) or "none")},
+            ),
+        ],
+    )
+
+
+@dg.asset(kinds={"postgres"}, deps=[generation_evaluation], **_GENERATIONS)
+def published_generation(
+    context: dg.AssetExecutionContext, postgres: PostgresResource
+) -> dg.MaterializeResult:
+    """The rebuilt generation made live in one transaction: every search before it reads the
+    old generation whole, every search after it the new one. The generation it replaces is
+    dropped."""
+    gen_id = int(context.partition_key)
+    with postgres.connection() as conn:
+        retired = publish_generation(conn, gen_id)
+    return dg.MaterializeResult(metadata={"generation": gen_id, "retired_generation": retired})
+
+
+GATE_JOB = dg.define_asset_job(
+    "evaluate_generation",
+    selection=dg.AssetSelection.groups("generations"),
+    partitions_def=generations_partitions,
+    description="Evaluate a rebuilt index generation and publish it if its gates pass.",
+)
+
+
+def _rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
+    return {**range_tags(first, last), GENERATION_TAG: str(gen_id)}
+
+
+def rebuild_requests(
+    context: dg.SensorEvaluationContext, conn, version: str, keys: list[str], run_config: dict
+) -> tuple[list[dg.RunRequest], list]:
+    """The sensor's part in rebuilds: runs to request and generation partitions to add."""
+    if keys and rebuild_needed(conn, version):
+        gen = create_generation(conn, version)
+        context.log.info("pipeline changed to %s: rebuilding into generation %d", version, gen.id)
+    runs, partitions = [], []
+    for gen in list_generations(conn):
+        if gen.state not in ("building", "evaluating", "passed"):
+            continue
+        if gen.state == "building" and gen.runs_launched_at is None:
+            runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=run_config,
+                                   tags=_rebuild_tags(gen.id, first, last))
+                     for first, last in partition_ranges(keys, keys)]
+            mark_runs_launched(conn, gen.id)
+        elif _generation_running(context.instance, gen.id):
+            continue
+        elif gen.state == "building":
+            set_state(conn, gen.id, "evaluating")
+            partitions.append(generations_partitions.build_add_request([str(gen.id)]))
+            runs.append(dg.RunRequest(job_name=GATE_JOB.name, partition_key=str(gen.id),
+                                      tags={GENERATION_TAG: str(gen.id)}))
+        else:  # its evaluation or publication run ended without finishing the job
+            set_state(conn, gen.id, "failed",
+                      f"the {GATE_JOB.name} run of generation {gen.id} ended while it was "
+                      f"{gen.state}; see that run in Dagster")
+    return runs, partitions
+
+
+def _generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
+    """Whether a rebuild or evaluation run of generation `gen_id` is queued or running."""
+    return bool(instance.get_run_ids(
+        dg.RunsFilter(tags={GENERATION_TAG: str(gen_id)}, statuses=_UNFINISHED), limit=1))
+
+
+def rebuild_in_process(
+    settings: Settings, database_url: str, instance: dg.DagsterInstance,
+    definitions: dg.Definitions,
+) -> Generation:
+    """`kb generation rebuild`: a new generation for the current pipeline, built, evaluated and
+    (if its gates pass) published in this process, as the sensor would."""
+    version = pipeline_version(make_embedder(settings.embedder))
+    keys = instance.get_dynamic_partitions("documents")
+    with connect(database_url, autocommit=True) as conn:
+        gen = create_generation(conn, version)
+        mark_runs_launched(conn, gen.id)
+    own = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    ingest = definitions.resolve_job_def(INGEST_JOB.name)
+    for first, last in partition_ranges(keys, keys):
+        ingest.execute_in_process(
+            instance=instance, tags={**_rebuild_tags(gen.id, first, last), **own},
+            run_config=raw_config(settings), raise_on_error=False)
+    instance.add_dynamic_partitions(generations_partitions.name, [str(gen.id)])
+    definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
+        instance=instance, partition_key=str(gen.id), tags={GENERATION_TAG: str(gen.id), **own},
+        raise_on_error=False)
+    with connect(database_url, autocommit=True) as conn:
+        return generation(conn, gen.id)

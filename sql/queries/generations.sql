@@ -1,0 +1,75 @@
+-- name: generations
+SELECT id, pipeline_version, state, created_at, runs_launched_at, evaluated_at, published_at,
+       evaluation, note
+FROM index_generations ORDER BY id;
+
+-- name: generation_lock
+-- Creating, publishing and discarding generations take turns.
+SELECT pg_advisory_xact_lock(72190003);
+
+-- name: adopt_pipeline_version
+-- The first index (or an empty one) is built with whatever pipeline runs: nothing to gate.
+UPDATE index_generations SET pipeline_version = %(version)s
+WHERE state = 'live'
+  AND (pipeline_version IS NULL OR NOT EXISTS (SELECT 1 FROM public.documents))
+  AND pipeline_version IS DISTINCT FROM %(version)s;
+
+-- name: generation_of_version
+-- A generation already built, building or refused for this pipeline version: a failed or
+-- discarded one is not rebuilt by itself (`kb generation rebuild` asks for another).
+SELECT id FROM index_generations
+WHERE pipeline_version = %(version)s AND state <> 'retired'
+ORDER BY id DESC LIMIT 1;
+
+-- name: insert_generation
+INSERT INTO index_generations (id, pipeline_version, state)
+SELECT coalesce(max(id), 0) + 1, %(version)s, 'building' FROM index_generations
+RETURNING id;
+
+-- name: generation_runs_launched
+UPDATE index_generations SET runs_launched_at = now() WHERE id = %(id)s;
+
+-- name: generation_state
+UPDATE index_generations SET state = %(state)s, note = %(note)s WHERE id = %(id)s;
+
+-- name: generation_evaluated
+UPDATE index_generations
+SET state = %(state)s, evaluation = %(evaluation)s::jsonb, evaluated_at = now(), note = %(note)s
+WHERE id = %(id)s AND state IN ('building', 'evaluating', 'passed', 'failed');
+
+-- name: generation_coverage
+-- Documents the live generation serves that the candidate (first on the search path) lacks.
+SELECT l.path FROM public.documents l
+WHERE NOT EXISTS (SELECT 1 FROM documents c WHERE c.source_uri = l.source_uri)
+ORDER BY l.path;
+
+-- name: generation_forgotten
+-- Documents of the candidate whose files left the catalogue while it was being built.
+SELECT source_uri FROM documents d
+WHERE NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = d.source_uri);
+
+-- name: delete_documents
+DELETE FROM documents WHERE source_uri = ANY(%(uris)s);
+
+-- name: generation_copy_access
+-- Access rules edited while the candidate was built were applied to the live documents only:
+-- the candidate takes the live groups, so publishing never restores a revoked group.
+WITH live AS (
+    SELECT source_uri, allowed_groups, access_rule FROM public.documents
+), docs AS (
+    UPDATE documents d SET allowed_groups = live.allowed_groups, access_rule = live.access_rule
+    FROM live
+    WHERE live.source_uri = d.source_uri
+      AND (d.allowed_groups, d.access_rule) IS DISTINCT FROM (live.allowed_groups, live.access_rule)
+    RETURNING d.id, d.allowed_groups
+)
+UPDATE chunks c SET allowed_groups = docs.allowed_groups FROM docs WHERE c.document_id = docs.id;
+
+-- name: retire_live_generation
+UPDATE index_generations SET state = 'retired' WHERE state = 'live' RETURNING id;
+
+-- name: make_generation_live
+UPDATE index_generations SET state = 'live', published_at = now(), note = NULL WHERE id = %(id)s;
+
+-- name: bump_index_version
+UPDATE index_state SET version = version + 1;

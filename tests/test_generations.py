@@ -1,0 +1,187 @@
+"""Gated rebuilds (real PostgreSQL, real Dagster runs driven by the real folder sensor): a
+pipeline change rebuilds every document into a new generation beside the live one, which keeps
+answering; a broken rebuild is evaluated, blocked and never published; a good one is published
+in one switch that no reader sees half done."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from kb_core.database import connect
+from kb_core.embeddings import make_embedder
+from kb_core.generations import (
+    GenerationError,
+    discard_generation,
+    generation,
+    list_generations,
+    live_generation,
+    publish_generation,
+)
+from kb_core.settings import REPO_ROOT, Settings
+from kb_pipeline import stages
+from kb_pipeline.batching import GENERATION_TAG
+from kb_pipeline.chunking import Chunk, chunk_document
+from kb_pipeline.definitions import defs
+from query_service.search import Searcher, configure_search_session
+from query_service.synonyms import Synonyms
+from tests.test_sensor import evaluate
+
+QUESTIONS = 30
+
+
+@pytest.fixture(autouse=True)
+def question_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first answerable questions of the development set, gated by the margin alone (the
+    stand-in embedder's absolute recall says nothing)."""
+    lines = (REPO_ROOT / "samples" / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+    answerable = [line for line in lines if '"expected_source"' in line][:QUESTIONS]
+    path = tmp_path / "questions.jsonl"
+    path.write_text("\n".join(answerable) + "\n", encoding="utf-8")
+    monkeypatch.setenv("KB_EVAL_SETS", str(path))
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0")
+    for name in ("KB_LLM", "KB_RERANKER", "KB_EVAL_GROUPS", "KB_EVAL_MAX_RECALL5_DROP"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def tick(settings: Settings, instance: dg.DagsterInstance) -> list[dg.ExecuteInJobResult]:
+    """One sensor evaluation and every run it requests, executed here as the daemon would."""
+    return [
+        defs.resolve_job_def(run.job_name).execute_in_process(
+            instance=instance, tags=run.tags, run_config=run.run_config,
+            partition_key=run.partition_key, raise_on_error=False)
+        for run in evaluate(settings, instance).run_requests or []
+    ]
+
+
+def change_pipeline(monkeypatch: pytest.MonkeyPatch, chunker_version: str,
+                    chunker=None) -> None:  # noqa: ANN001 - the chunker's signature
+    monkeypatch.setattr(stages, "CHUNKER_VERSION", chunker_version)
+    if chunker is not None:
+        monkeypatch.setattr(stages, "chunk_document", chunker)
+
+
+def truncating_chunker(doc, count_tokens, **kwargs) -> list[Chunk]:  # noqa: ANN001
+    """A chunker bug: every document cut down to its first passage's first 12 characters."""
+    first = chunk_document(doc, count_tokens, **kwargs)[0]
+    text = first.text[:12]
+    return [Chunk(index=0, heading=first.heading, location=first.location, content=text,
+                  text=text, token_count=count_tokens(text))]
+
+
+def hybrid_hits(conn: psycopg.Connection, question: str) -> list[tuple[str, str]]:
+    searcher = Searcher(make_embedder("hashing"), Synonyms.from_env())
+    configure_search_session(conn)
+    result, _ = searcher.search(conn, searcher.prepare(question), ["all-employees"], 5)
+    return [(hit.path, hit.content) for hit in result.hits]
+
+
+def schemas(conn: psycopg.Connection) -> set[str]:
+    return {row[0] for row in conn.execute(
+        "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kb_gen_%'")}
+
+
+def test_a_broken_chunker_is_evaluated_blocked_and_never_published(
+        settings, instance, conn, monkeypatch):
+    tick(settings, instance)  # the first index: generation 1, built document by document
+    before = hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか")
+    assert before
+    change_pipeline(monkeypatch, "broken-1", truncating_chunker)
+
+    rebuild = tick(settings, instance)
+    assert rebuild and all(r.success for r in rebuild)
+    assert {r.dagster_run.tags[GENERATION_TAG] for r in rebuild} == {"2"}
+    assert generation(conn, 2).state == "building"
+    # The live generation is untouched while generation 2 is built beside it.
+    assert live_generation(conn).id == 1
+    assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
+
+    (gate,) = tick(settings, instance)
+    assert not gate.success  # the blocking check stopped the run before publication
+    checks = {e.check_name: e for e in gate.get_asset_check_evaluations()}
+    assert not checks["generation_recall_at_5_holds"].passed
+    assert checks["generation_covers_live_documents"].passed
+    assert not gate.asset_materializations_for_node("published_generation")
+    failed = generation(conn, 2)
+    assert failed.state == "failed" and "below the live generation's" in failed.note
+    live_recall = failed.evaluation["live_hybrid_recall_at_5"]
+    assert live_recall >= 0.5  # the gate compared against something worth keeping
+    assert failed.evaluation["hybrid_recall_at_5"] < live_recall - 0.02
+    assert live_generation(conn).id == 1
+    assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
+
+    # A refused generation is not rebuilt on every tick, cannot be published, and can go.
+    assert tick(settings, instance) == []
+    with pytest.raises(GenerationError, match="only a generation that passed"):
+        publish_generation(conn, 2)
+    discard_generation(conn, 2, "chunker bug")
+    assert generation(conn, 2).state == "discarded"
+    assert schemas(conn) == {"kb_gen_1"}
+    assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
+
+
+def test_a_good_rebuild_is_published_in_one_switch_no_reader_sees_half_done(
+        settings, instance, conn, docs_dir, monkeypatch):
+    tick(settings, instance)
+    question = "ZP-2041の保証期間は？"
+    before = hybrid_hits(conn, question)
+    chunks_before = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    old_version = live_generation(conn).pipeline_version
+    change_pipeline(monkeypatch, "same-output-new-version")
+    new_version = stages.pipeline_version(make_embedder("hashing"))
+
+    assert all(r.success for r in tick(settings, instance))  # rebuilt into generation 2
+    # While it waited, an access rule was narrowed: the published generation must not bring
+    # the old groups back.
+    (docs_dir / "all" / "_access.toml").write_text('groups = ["all-employees-jp"]\n',
+                                                   encoding="utf-8")
+
+    seen: list[tuple[str, ...]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        # One statement per observation: documents, chunks and keyword statistics together.
+        with connect(settings.database_url, autocommit=True) as reader:
+            while not stop.is_set():
+                try:
+                    seen.append(reader.execute(
+                        "SELECT array_agg(DISTINCT d.pipeline_version), count(*), "
+                        "(SELECT df FROM keyword_df WHERE term = '') "
+                        "FROM chunks c JOIN documents d ON d.id = c.document_id").fetchone())
+                except BaseException as exc:  # noqa: BLE001 - every failure is the finding
+                    errors.append(exc)
+                    return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    while not seen and not errors:
+        stop.wait(0.01)
+    try:
+        results = tick(settings, instance)  # re-permission, then evaluate and publish
+    finally:
+        stop.set()
+        reader.join()
+    assert len(results) == 1 and results[0].success
+    assert not errors
+    assert live_generation(conn).id == 2
+    assert {g.id: g.state for g in list_generations(conn)} == {1: "retired", 2: "live"}
+    assert schemas(conn) == {"kb_gen_2"}  # the old generation's tables are dropped
+
+    versions = {row[0][0] for row in seen}
+    assert all(len(row[0]) == 1 for row in seen), "a statement mixed two generations"
+    assert all(row[1] == chunks_before and row[2] == chunks_before for row in seen)
+    assert versions == {old_version, new_version}
+    assert hybrid_hits(conn, question) == []  # all-employees lost access while it waited
+    groups = conn.execute(
+        "SELECT DISTINCT allowed_groups FROM documents WHERE path LIKE 'docs/all/%'").fetchall()
+    assert groups == [(["all-employees-jp"],)]
+    (docs_dir / "all" / "_access.toml").write_text('groups = ["all-employees"]\n',
+                                                   encoding="utf-8")
+    tick(settings, instance)
+    assert hybrid_hits(conn, question) == before
+    assert tick(settings, instance) == []  # nothing left to do: the index is current
