@@ -251,7 +251,8 @@ class IndexChecker:
             found.append(f"{orphans[0]} chunks without a document")
         rows = conn.execute(
             "SELECT d.path, d.checksum, array_agg(c.text_sha256 ORDER BY c.chunk_index) "
-            "FROM documents d JOIN chunks c ON c.document_id = d.id GROUP BY d.id")
+            "FROM documents d JOIN chunks c ON c.document_id = d.id "
+            "GROUP BY d.id, d.path, d.checksum")
         for path, checksum, chunks in rows:
             if checksum not in self.corpus.versions:
                 found.append(f"{path}: checksum {checksum[:12]} is no version ever written")

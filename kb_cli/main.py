@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from kb_cli.generations import add_generation_parser
 from kb_cli.tokens import add_token_parser
 from kb_core.database import database_url, embedded_status, start_embedded, stop_embedded
 from kb_core.migrations import migrate
@@ -300,6 +301,15 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> int:
     return run_token(args, settings, prepare_database(settings))
 
 
+def cmd_generation(args: argparse.Namespace, settings: Settings) -> int:
+    from kb_cli.dagster_home import prepare_dagster_home
+    from kb_cli.generations import cmd_generation as run_generation
+
+    url = prepare_database(settings)
+    prepare_dagster_home(settings)
+    return run_generation(args, settings, url)
+
+
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
@@ -385,6 +395,7 @@ def _parser() -> argparse.ArgumentParser:
     log_cmd.set_defaults(func=cmd_log)
 
     add_token_parser(sub, cmd_token)
+    add_generation_parser(sub, cmd_generation)
 
     serve = sub.add_parser("serve", help="the query service alone")
     serve.add_argument("--host", default="127.0.0.1")

@@ -110,6 +110,25 @@ def test_kb_eval_on_the_development_set_compares_modes(samples_index):
     assert hybrid["recall"]["5"] >= 0.9 and hybrid["mrr_at_10"] >= 0.85
 
 
+def test_kb_generation_rebuild_gates_and_publishes_an_equal_index(samples_index):
+    # The same pipeline rebuilt on request: every embedding comes from the cache, the real
+    # model's evaluation passes the gate against the live generation, and the switch keeps
+    # search answering as before.
+    env, _, _ = samples_index
+    question = ["search", "ZP-2041の保証期間は？", "--groups", "all-employees"]
+    before = kb_json(env, *question)["hits"]
+    (rebuilt,) = kb_json(env, "generation", "rebuild", timeout=900)["generations"]
+    assert (rebuilt["id"], rebuilt["state"]) == (2, "live"), rebuilt
+    figures = rebuilt["evaluation"]
+    assert figures["hybrid_recall_at_5"] >= 0.9
+    assert figures["hybrid_recall_at_5"] >= figures["live_hybrid_recall_at_5"] - 0.02
+    listed = kb_json(env, "generation", "list")["generations"]
+    assert [(g["id"], g["state"]) for g in listed] == [(1, "retired"), (2, "live")]
+    after = kb_json(env, *question)["hits"]
+    assert [(h["path"], h["content"]) for h in after] == [(h["path"], h["content"])
+                                                          for h in before]
+
+
 def test_kb_db_commands_manage_the_embedded_server(kb_env):
     url = kb_json(kb_env, "db", "start")["url"]
     status = kb_json(kb_env, "db", "status")

@@ -77,7 +77,7 @@ class ChunkReader(_Reader):
         row = conn.execute(
             "SELECT d.checksum, array_agg(c.text_sha256 ORDER BY c.chunk_index) "
             "FROM documents d LEFT JOIN chunks c ON c.document_id = d.id "
-            "WHERE d.source_uri = %s GROUP BY d.id", (self.uri,)).fetchone()
+            "WHERE d.source_uri = %s GROUP BY d.id, d.checksum", (self.uri,)).fetchone()
         if row is None:
             self.violations.append("document missing")
             return

@@ -54,8 +54,10 @@ WITH gone AS (
 DELETE FROM documents WHERE source_uri = ANY(%(uris)s);
 
 -- name: list_documents
-SELECT d.path, d.title, d.allowed_groups, d.access_rule, count(c.id) AS chunks,
+-- (A count per row, not GROUP BY d.id: documents is a view, which has no primary key that
+-- would let the other columns follow from the id.)
+SELECT d.path, d.title, d.allowed_groups, d.access_rule,
+       (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks,
        d.revision_date, d.revision_source, d.ingested_at, d.source_uri
-FROM documents d LEFT JOIN chunks c ON c.document_id = d.id
-GROUP BY d.id
+FROM documents d
 ORDER BY d.path;
