@@ -188,6 +188,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     from kb_core.evaluation import load_questions, run_question_set
+    from query_service.answerers.judge import make_judge
     from query_service.search import MODES
 
     questions = load_questions(Path(args.file))
@@ -198,9 +199,10 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     url = prepare_database(settings)
     conn, searcher = _searcher(settings, url)
     asker = _make_asker(searcher) if args.answers else None
+    judge = make_judge(os.environ.get("KB_LLM") or "extractive") if args.answers else None
     with conn:
         report = run_question_set(conn, questions, searcher, asker, groups=args.groups or (),
-                                  k=args.k, modes=modes)
+                                  k=args.k, modes=modes, judge=judge)
     if args.report:
         from kb_core.report import render_html
 
@@ -236,6 +238,9 @@ def _print_eval(report: dict) -> None:
               f" of {answers['found']} answers; verified answers: {answers['verified_rate']:.1%}")
         print(f"answers citing a document outside the question's groups: "
               f"{answers['forbidden_citations']}")
+        if answers.get("judged_faithfulness") is not None:
+            print(f"faithfulness, {answers['judge']} (not a gate): "
+                  f"{answers['judged_faithfulness']:.1%} over {answers['judged']} answers")
         for wrong in answers["wrong"]:
             print(f"  {wrong['question']} ({'; '.join(wrong['reasons'])}) "
                   f"→ {wrong['answer'][:60]!r}")

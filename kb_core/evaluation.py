@@ -23,6 +23,7 @@ from kb_core.queries import query
 if TYPE_CHECKING:  # kb_core must not import the service at run time
     import psycopg
 
+    from query_service.answerers.judge import FaithfulnessJudge
     from query_service.asking import Asker
     from query_service.search import Searcher
 
@@ -308,9 +309,11 @@ def run_question_set(
     groups: Sequence[str] = (),
     k: int = 5,
     modes: Sequence[str] = _MODE_ORDER,
+    judge: FaithfulnessJudge | None = None,
 ) -> dict[str, Any]:
     """Every question searched in each mode (and asked, with an `asker`) on `conn`, with the
-    real search and answer code, each under its own "groups" (else `groups`).
+    real search and answer code, each under its own "groups" (else `groups`); with a `judge`
+    too, the found answers are scored for faithfulness (`judge_answers`).
 
     `conn` must be configured for search (`configure_search_session`); pointing it at another
     index (a generation) evaluates that index. Returns {"questions", "k", "modes": {mode:
@@ -341,7 +344,20 @@ def run_question_set(
         report["answers"] = evaluate_answers(
             questions, answers, default_groups=groups,
             document_groups=_document_groups(conn, cited))
+        if judge is not None:
+            report["answers"] |= judge_answers(judge, questions, answers)
     return report
+
+
+def judge_answers(judge: FaithfulnessJudge, questions: list[EvalQuestion],
+                  answers: list[dict]) -> dict[str, Any]:
+    """The judge's mean faithfulness score over the found answers it could score, labelled as
+    model-judged: {"judge", "judged", "judged_faithfulness" (None when it scored none)}."""
+    scores = [judge.score(q.question, a["answer"], [c["quote"] for c in a["citations"]])
+              for q, a in zip(questions, answers, strict=True) if a["found"]]
+    judged = [s for s in scores if s is not None]
+    return {"judge": judge.name, "judged": len(judged),
+            "judged_faithfulness": _mean(judged) if judged else None}
 
 
 def _document_groups(conn: psycopg.Connection, source_uris: list[str]) -> dict[str, list[str]]:

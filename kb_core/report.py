@@ -41,6 +41,9 @@ def answer_rows(answers: dict[str, Any]) -> list[tuple[str, str]]:
     if answers.get("forbidden_citations") is not None:
         rows.append(("answers citing a document outside the question's groups",
                      str(answers["forbidden_citations"])))
+    if answers.get("judged_faithfulness") is not None:
+        rows.append((f"faithfulness, {answers['judge']} (not a gate)",
+                     f"{answers['judged_faithfulness']:.1%} over {answers['judged']} answers"))
     rows.append(("questions: answerable / unanswerable / answered",
                  f"{answers['answerable']} / {answers['unanswerable']} / {answers['found']}"))
     return rows
@@ -56,6 +59,9 @@ def metric_values(report: dict[str, Any]) -> dict[str, float]:
                    for key, _ in _ANSWER_MEASURES}
         if report["answers"].get("forbidden_citations") is not None:
             values["answers forbidden_citations"] = float(report["answers"]["forbidden_citations"])
+        if report["answers"].get("judged_faithfulness") is not None:
+            values["answers judged_faithfulness (model-judged)"] = float(
+                report["answers"]["judged_faithfulness"])
     return values
 
 

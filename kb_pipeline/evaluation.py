@@ -80,9 +80,11 @@ def evaluate_index(conn: psycopg.Connection, embedder_name: str, settings: EvalS
                    *, answers: bool = True) -> dict:
     """The `run_question_set` report of the configured question sets on `conn` (an autocommit
     connection to one index), with the configured reranker and answerer (KB_RERANKER,
-    KB_LLM), as `kb search` and `kb ask` build them."""
+    KB_LLM), as `kb search` and `kb ask` build them; an LLM answerer also judges the answers'
+    faithfulness (model-judged, never a check)."""
     from kb_core.embeddings import make_embedder
     from query_service.answerers import make_answerer
+    from query_service.answerers.judge import make_judge
     from query_service.asking import Asker
     from query_service.rerankers import make_reranker
     from query_service.search import Searcher, configure_search_session
@@ -94,9 +96,10 @@ def evaluate_index(conn: psycopg.Connection, embedder_name: str, settings: EvalS
     configure_search_session(conn)
     searcher = Searcher(embedder, Synonyms.from_env(),
                         make_reranker(os.environ.get("KB_RERANKER") or "none"))
-    asker = (Asker(searcher, make_answerer(os.environ.get("KB_LLM") or "extractive"))
-             if answers else None)
-    return run_question_set(conn, questions, searcher, asker, groups=settings.groups)
+    llm = os.environ.get("KB_LLM") or "extractive"
+    asker = Asker(searcher, make_answerer(llm)) if answers else None
+    return run_question_set(conn, questions, searcher, asker, groups=settings.groups,
+                            judge=make_judge(llm) if answers else None)
 
 
 def _recall_check(report: dict, settings: EvalSettings) -> dg.AssetCheckResult:

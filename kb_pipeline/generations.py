@@ -85,6 +85,11 @@ def generation_evaluation(
     gen_id = int(context.partition_key)
     settings = EvalSettings.from_env()
     with postgres.connection() as conn:
+        state = generation(conn, gen_id).state
+        if state not in ("building", "evaluating", "passed", "failed"):
+            # A failed generation may be evaluated again (from the UI); a discarded one has no
+            # tables left, and the live one has nothing to be compared with.
+            raise dg.Failure(f"generation {gen_id} is {state}: nothing to evaluate")
         set_state(conn, gen_id, "evaluating")
         missing = missing_from(conn, gen_id)
         try:

@@ -62,7 +62,7 @@ class ChatAnswerer:
     def answer(self, question: str, passages: list[Passage]) -> Answer:
         if not passages:
             return self.finish(NOT_FOUND)
-        text = self._complete(SYSTEM_PROMPT, build_user_message(question, passages))
+        text = self.complete(SYSTEM_PROMPT, build_user_message(question, passages))
         if not text.strip():
             raise EmptyReplyError(f"{self.name} replied with no text")
         return self.finish(text)
@@ -81,6 +81,10 @@ class ChatAnswerer:
 
     def finish(self, text: str) -> Answer:
         return answer_from_text(text, self.name)
+
+    def complete(self, system: str, user: str) -> str:
+        """The model's whole reply to one system prompt and user message."""
+        return self._complete(system, user)
 
     def _complete(self, system: str, user: str) -> str:
         raise NotImplementedError
