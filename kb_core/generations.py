@@ -142,19 +142,14 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
         new, old = sql.Identifier(schema_of(new_id)), sql.Identifier(live.schema)
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(new))
         for table in GENERATION_TABLES:
-            # Indexes, defaults, constraints and identities come along; foreign keys and
-            # triggers do not (the index-version trigger is added when it goes live).
+            # Indexes, constraints and defaults come along (ids from the sequences all
+            # generations share); foreign keys and triggers do not (the index-version trigger
+            # is added when it goes live).
             conn.execute(sql.SQL("CREATE TABLE {}.{} (LIKE {}.{} INCLUDING ALL)").format(
                 new, sql.Identifier(table), old, sql.Identifier(table)))
         conn.execute(sql.SQL(
             "ALTER TABLE {new}.chunks ADD FOREIGN KEY (document_id) "
             "REFERENCES {new}.documents (id) ON DELETE CASCADE").format(new=new))
-        for table in ("documents", "chunks"):
-            # Ids continue after the live generation's: a chunk id never names two passages.
-            conn.execute(
-                "SELECT setval(pg_get_serial_sequence(%(new)s, 'id'), "
-                "nextval(pg_get_serial_sequence(%(old)s, 'id')))",
-                {"new": f"{schema_of(new_id)}.{table}", "old": f"{live.schema}.{table}"})
     log.info("created index generation %d for %s", new_id, version)
     return generation(conn, new_id)
 

@@ -25,6 +25,17 @@ ALTER TABLE keyword_df SET SCHEMA kb_gen_1;
 ALTER TABLE index_settings SET SCHEMA kb_gen_1;
 ALTER TABLE staged_documents SET SCHEMA kb_gen_1;
 
+-- One sequence per id for all generations, so a chunk id never names two passages (the query
+-- log and feedback keep chunk ids) even though generations are built side by side.
+CREATE SEQUENCE document_ids;
+CREATE SEQUENCE chunk_ids;
+SELECT setval('document_ids', coalesce((SELECT max(id) FROM kb_gen_1.documents), 0) + 1, false);
+SELECT setval('chunk_ids', coalesce((SELECT max(id) FROM kb_gen_1.chunks), 0) + 1, false);
+ALTER TABLE kb_gen_1.documents ALTER COLUMN id DROP IDENTITY;
+ALTER TABLE kb_gen_1.documents ALTER COLUMN id SET DEFAULT nextval('public.document_ids');
+ALTER TABLE kb_gen_1.chunks ALTER COLUMN id DROP IDENTITY;
+ALTER TABLE kb_gen_1.chunks ALTER COLUMN id SET DEFAULT nextval('public.chunk_ids');
+
 CREATE VIEW documents AS SELECT * FROM kb_gen_1.documents;
 CREATE VIEW chunks AS SELECT * FROM kb_gen_1.chunks;
 CREATE VIEW keyword_df AS SELECT * FROM kb_gen_1.keyword_df;
