@@ -6,7 +6,12 @@ import dagster as dg
 from kb_pipeline import assets
 from kb_pipeline.checks import INDEX_CHECKS
 from kb_pipeline.evaluation import EVALUATION_SENSOR, retrieval_evaluation
-from kb_pipeline.generations import GATE_JOB, generation_evaluation, published_generation
+from kb_pipeline.generations import (
+    GATE_JOB,
+    discard_generation_job,
+    generation_evaluation,
+    published_generation,
+)
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.sensor import docs_folder_sensor
 
@@ -20,7 +25,7 @@ defs = dg.Definitions(
         published_generation,
     ],
     asset_checks=INDEX_CHECKS,
-    jobs=[assets.INGEST_JOB, GATE_JOB],
+    jobs=[assets.INGEST_JOB, GATE_JOB, discard_generation_job],
     sensors=[docs_folder_sensor, EVALUATION_SENSOR],
     resources={
         # Read when a run or sensor evaluation starts; `kb up` and `kb ingest` set both.

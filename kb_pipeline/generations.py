@@ -21,6 +21,7 @@ from kb_core.embeddings import make_embedder
 from kb_core.generations import (
     Generation,
     create_generation,
+    discard_generation,
     generation,
     list_generations,
     mark_runs_launched,
@@ -42,6 +43,7 @@ from kb_pipeline.stages import pipeline_version
 
 __all__ = [
     "GATE_JOB",
+    "discard_generation_job",
     "generation_evaluation",
     "generations_partitions",
     "published_generation",
@@ -166,6 +168,27 @@ GATE_JOB = dg.define_asset_job(
     partitions_def=generations_partitions,
     description="Evaluate a rebuilt index generation and publish it if its gates pass.",
 )
+
+
+class DiscardConfig(dg.Config):
+    generation: int  # the id `kb generation list` and the generations partitions show
+
+
+@dg.op
+def discard_generation_op(
+    context: dg.OpExecutionContext, config: DiscardConfig, postgres: PostgresResource
+) -> None:
+    """Drop a generation that is not live; its figures stay in `kb generation list`."""
+    if _generation_running(context.instance, config.generation):
+        raise dg.Failure(f"generation {config.generation} is still being built or evaluated")
+    with postgres.connection() as conn:
+        discard_generation(conn, config.generation, "discarded from Dagster (discard_generation)")
+
+
+@dg.job(name="discard_generation",
+        description="Drop a refused (or unwanted) index generation, as `kb generation discard`.")
+def discard_generation_job() -> None:
+    discard_generation_op()
 
 
 def _rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:

@@ -118,8 +118,12 @@ def test_a_broken_chunker_is_evaluated_blocked_and_never_published(
     assert tick(settings, instance) == []
     with pytest.raises(GenerationError, match="only a generation that passed"):
         publish_generation(conn, 2)
-    discard_generation(conn, 2, "chunker bug")
-    assert generation(conn, 2).state == "discarded"
+    discarded = defs.resolve_job_def("discard_generation").execute_in_process(
+        instance=instance,
+        run_config={"ops": {"discard_generation_op": {"config": {"generation": 2}}}})
+    assert discarded.success and generation(conn, 2).state == "discarded"
+    with pytest.raises(GenerationError, match="is discarded: nothing to discard"):
+        discard_generation(conn, 2, "twice")
     assert schemas(conn) == {"kb_gen_1"}
     assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
 
