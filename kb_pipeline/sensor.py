@@ -5,6 +5,7 @@ themselves, within one sensor interval; a pipeline change starts a gated rebuild
 import dagster as dg
 
 from kb_core.generations import live_awaits_rebuild
+from kb_core.index_model import IndexModelMismatchError, check_index_model
 from kb_core.settings import Settings
 from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
 from kb_pipeline.batching import keys_in_runs, partition_ranges, range_tags
@@ -40,6 +41,7 @@ def docs_folder_sensor(
     with postgres.connection() as conn:
         sweep_staging(conn, context.instance)
         content_only = live_awaits_rebuild(conn, version)
+        held = _held_for_rebuild(conn, embedder)
         for root in settings.docs_dirs:
             # The size limit is applied here, from the files' sizes: an oversized file
             # launches no run and is not re-read on every tick.
@@ -56,7 +58,10 @@ def docs_folder_sensor(
     gone = [k for k in plan.deleted if k in existing_set]
     ordered = [k for k in existing if k not in set(plan.deleted)] + new_keys
     busy = keys_in_runs(context.instance, INGEST_JOB.name, ordered)
-    todo = [k for k in plan.changed if k not in busy]
+    todo = [] if held else [k for k in plan.changed if k not in busy]
+    if held:
+        context.log.warning(f"{held}; {len(plan.changed)} changed files wait for the rebuilt "
+                            "generation")
     run_requests = [
         dg.RunRequest(job_name=INGEST_JOB.name, tags=range_tags(first, last),
                       run_config=raw_config(settings))
@@ -82,3 +87,13 @@ def docs_folder_sensor(
     if not run_requests and not requests:
         return dg.SensorResult(skip_reason=summary)
     return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
+
+
+def _held_for_rebuild(conn, embedder: EmbedderResource) -> str | None:
+    """Why content changes cannot reach the live generation now, if they cannot: it was built
+    with another embedding model, so only the rebuilt generation can take them."""
+    try:
+        check_index_model(conn, embedder.get())
+    except IndexModelMismatchError as exc:
+        return str(exc)
+    return None

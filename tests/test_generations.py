@@ -29,6 +29,8 @@ from kb_pipeline.chunking import Chunk, chunk_document
 from kb_pipeline.definitions import defs
 from query_service.search import Searcher, configure_search_session
 from query_service.synonyms import Synonyms
+from tests.fake_servers import fake_server
+from tests.test_embedders import openai_embeddings
 from tests.test_sensor import evaluate
 
 QUESTIONS = 30
@@ -48,13 +50,15 @@ def question_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def tick(settings: Settings, instance: dg.DagsterInstance) -> list[dg.ExecuteInJobResult]:
-    """One sensor evaluation and every run it requests, executed here as the daemon would."""
+def tick(settings: Settings, instance: dg.DagsterInstance,
+         embedder: str = "hashing") -> list[dg.ExecuteInJobResult]:
+    """One sensor evaluation and every run it requests, executed here as the daemon would
+    (the runs read KB_EMBEDDER, as under `kb up`)."""
     return [
         defs.resolve_job_def(run.job_name).execute_in_process(
             instance=instance, tags=run.tags, run_config=run.run_config,
             partition_key=run.partition_key, raise_on_error=False)
-        for run in evaluate(settings, instance).run_requests or []
+        for run in evaluate(settings, instance, embedder).run_requests or []
     ]
 
 
@@ -217,3 +221,33 @@ def test_content_changes_reach_the_live_generation_during_a_rebuild_and_the_new_
     assert GENERATION_TAG not in again.dagster_run.tags
     assert any("運動会" in content for _, content in hybrid_hits(conn, "社内運動会はいつ"))
     assert tick(settings, instance) == []
+
+
+def test_a_new_embedding_model_is_rebuilt_while_content_changes_wait_for_it(
+        settings, instance, conn, docs_dir, monkeypatch):
+    tick(settings, instance)
+    with fake_server({"/v1/embeddings": openai_embeddings}) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("KB_EMBEDDER", "openai")
+        faq = docs_dir / "all" / "ITヘルプデスクFAQ.txt"
+        faq.write_text(faq.read_text(encoding="utf-8") + "\n内線番号は4649です。\n",
+                       encoding="utf-8")
+
+        rebuild = tick(settings, instance, "openai")
+        # The live generation's vectors come from another model: the edit cannot go there,
+        # so no content run is launched, only the rebuild's.
+        assert rebuild and all(GENERATION_TAG in r.dagster_run.tags for r in rebuild)
+        assert all(r.success for r in rebuild)
+        (gate,) = tick(settings, instance, "openai")
+        assert gate.success, "the live generation is not comparable: the floor alone gates"
+        assert live_generation(conn).id == 2
+        figures = generation(conn, 2).evaluation
+        assert figures["live_hybrid_recall_at_5"] is None
+        model = conn.execute(
+            "SELECT value FROM index_settings WHERE key = 'embedding_model'").fetchone()[0]
+        assert model == "openai/text-embedding-3-small@384"
+        assert conn.execute("SELECT count(*) FROM documents WHERE path LIKE '%FAQ%' "
+                            "AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = "
+                            "documents.id AND c.content LIKE '%4649%')").fetchone()[0] == 1
+        assert tick(settings, instance, "openai") == []

@@ -13,12 +13,13 @@ from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.sensor import docs_folder_sensor
 
 
-def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
+def evaluate(settings: Settings, instance: dg.DagsterInstance,
+             embedder: str = "hashing") -> dg.SensorResult:
     """One evaluation of the folder sensor, its partition requests applied; no run executed."""
     context = dg.build_sensor_context(
         instance=instance,
         resources={"postgres": PostgresResource(url=settings.database_url),
-                   "embedder": EmbedderResource(name="hashing")},
+                   "embedder": EmbedderResource(name=embedder)},
     )
     result = docs_folder_sensor(context)
     for request in result.dynamic_partitions_requests or []:
