@@ -15,6 +15,7 @@ import os
 import socket
 
 import dagster as dg
+import psycopg
 
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
@@ -196,7 +197,8 @@ def _rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
 
 
 def rebuild_requests(
-    context: dg.SensorEvaluationContext, conn, version: str, keys: list[str], run_config: dict
+    context: dg.SensorEvaluationContext, conn: psycopg.Connection, version: str,
+    keys: list[str], run_config: dict,
 ) -> tuple[list[dg.RunRequest], list]:
     """The sensor's part in rebuilds: runs to request and generation partitions to add."""
     if keys and rebuild_needed(conn, version):

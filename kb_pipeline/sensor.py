@@ -3,6 +3,7 @@ themselves, within one sensor interval; a pipeline change starts a gated rebuild
 
 
 import dagster as dg
+import psycopg
 
 from kb_core.generations import live_awaits_rebuild
 from kb_core.index_model import IndexModelMismatchError, check_index_model
@@ -89,7 +90,7 @@ def docs_folder_sensor(
     return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
 
 
-def _held_for_rebuild(conn, embedder: EmbedderResource) -> str | None:
+def _held_for_rebuild(conn: psycopg.Connection, embedder: EmbedderResource) -> str | None:
     """Why content changes cannot reach the live generation now, if they cannot: it was built
     with another embedding model, so only the rebuilt generation can take them."""
     try:
