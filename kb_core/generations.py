@@ -13,6 +13,8 @@ import datetime as dt
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -24,18 +26,22 @@ __all__ = [
     "GENERATION_TABLES",
     "Generation",
     "GenerationError",
+    "Access",
     "adopt_version",
+    "claimed",
     "create_generation",
     "discard_generation",
     "generation",
+    "is_claimed",
     "list_generations",
     "live_awaits_rebuild",
     "live_generation",
-    "mark_runs_launched",
+    "mark_round_launched",
     "missing_from",
     "publish_generation",
     "rebuild_needed",
     "record_evaluation",
+    "refused_generation",
     "schema_of",
     "set_state",
     "use_generation",
@@ -43,6 +49,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# The groups and rule a document's access file grants it now, by source_uri.
+Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
 GENERATION_TABLES = ("documents", "chunks", "keyword_df", "index_settings", "staged_documents")
@@ -63,7 +71,7 @@ class Generation:
     pipeline_version: str | None
     state: str  # building, evaluating, passed, failed, live, retired, discarded
     created_at: dt.datetime
-    runs_launched_at: dt.datetime | None
+    build_rounds: int
     evaluated_at: dt.datetime | None
     published_at: dt.datetime | None
     evaluation: dict | None
@@ -103,12 +111,17 @@ def live_generation(conn: psycopg.Connection) -> Generation:
 
 def use_generation(conn: psycopg.Connection, generation_id: int | None) -> None:
     """Point this connection's index tables at generation `generation_id` (None: the live one,
-    through the views)."""
+    through the views). A generation whose tables are gone is refused: PostgreSQL skips a
+    missing schema on the search path, and the names would reach the live index instead."""
     if generation_id is None:
         conn.execute("RESET search_path")
-    else:
-        conn.execute(sql.SQL("SET search_path = {}, public").format(
-            sql.Identifier(schema_of(generation_id))))
+        return
+    row = conn.execute(query("generation_state_of"), {"id": generation_id}).fetchone()
+    if row is None or row[0] in ("retired", "discarded"):
+        raise GenerationError(f"index generation {generation_id} "
+                              f"{'does not exist' if row is None else 'is ' + row[0]}")
+    conn.execute(sql.SQL("SET search_path = {}, public").format(
+        sql.Identifier(schema_of(generation_id))))
 
 
 def adopt_version(conn: psycopg.Connection, version: str) -> None:
@@ -133,6 +146,15 @@ def rebuild_needed(conn: psycopg.Connection, version: str) -> bool:
     return conn.execute(query("generation_of_version"), {"version": version}).fetchone() is None
 
 
+def refused_generation(conn: psycopg.Connection, version: str) -> Generation | None:
+    """The generation built for `version` that its evaluation refused (or someone discarded),
+    if that is where `version` stands."""
+    for gen in reversed(list_generations(conn)):
+        if gen.pipeline_version == version and gen.state != "retired":
+            return gen if gen.state in ("failed", "discarded") else None
+    return None
+
+
 def create_generation(conn: psycopg.Connection, version: str) -> Generation:
     """A new, empty generation shaped like the live one, in state `building`."""
     with conn.transaction():
@@ -154,8 +176,23 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
     return generation(conn, new_id)
 
 
-def mark_runs_launched(conn: psycopg.Connection, generation_id: int) -> None:
-    conn.execute(query("generation_runs_launched"), {"id": generation_id})
+def mark_round_launched(conn: psycopg.Connection, generation_id: int) -> None:
+    conn.execute(query("generation_round_launched"), {"id": generation_id})
+
+
+def is_claimed(conn: psycopg.Connection, generation_id: int) -> bool:
+    """Whether another session (`kb generation rebuild`) is driving this generation."""
+    return not conn.execute(query("generation_try_claim"), {"id": generation_id}).fetchone()[0]
+
+
+@contextmanager
+def claimed(conn: psycopg.Connection, generation_id: int) -> Iterator[None]:
+    """Drive a generation's rebuild from this session: the sensor leaves it alone meanwhile."""
+    conn.execute(query("generation_claim"), {"id": generation_id})
+    try:
+        yield
+    finally:
+        conn.execute(query("generation_release"), {"id": generation_id})
 
 
 def set_state(conn: psycopg.Connection, generation_id: int, state: str,
@@ -179,19 +216,22 @@ def missing_from(conn: psycopg.Connection, generation_id: int) -> list[str]:
         use_generation(conn, None)
 
 
-def publish_generation(conn: psycopg.Connection, generation_id: int) -> int:
-    """Make a generation that passed its evaluation the live one, in one transaction; drop the
-    generation it replaces. Return the id of that retired generation."""
+def publish_generation(conn: psycopg.Connection, generation_id: int, version: str,
+                       access: Access) -> int:
+    """Make a generation that passed its evaluation for pipeline `version` the live one, in
+    one transaction; drop the generation it replaces and return that one's id. `access` gives
+    the current rule of documents the live generation does not hold (the others take the live
+    documents' groups, which the sensor keeps current)."""
     deadline = time.monotonic() + _PUBLISH_PATIENCE_S
     while True:
         try:
-            retired = _switch(conn, generation_id)
+            retired = _switch(conn, generation_id, version, access)
             break
         except psycopg.errors.LockNotAvailable:
             if time.monotonic() > deadline:
                 raise GenerationError(
-                    f"generation {generation_id} was not published: the index was busy for "
-                    f"{_PUBLISH_PATIENCE_S:.0f} s") from None
+                    f"generation {generation_id} was not published: readers kept the index "
+                    f"busy for {_PUBLISH_PATIENCE_S:.0f} s") from None
             time.sleep(0.2)
     # Readers still inside a statement on the old tables hold their locks: DROP waits for them.
     conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema_of(retired))))
@@ -199,17 +239,19 @@ def publish_generation(conn: psycopg.Connection, generation_id: int) -> int:
     return retired
 
 
-def _switch(conn: psycopg.Connection, generation_id: int) -> int:
+def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: Access) -> int:
     schema = sql.Identifier(schema_of(generation_id))
     with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(_LOCK_TIMEOUT)))
         conn.execute(query("generation_lock"))
         gen = generation(conn, generation_id)
-        if gen.state != "passed":
+        if gen.state != "passed" or gen.pipeline_version != version:
             raise GenerationError(
-                f"generation {generation_id} is {gen.state}: only a generation that passed its "
-                "evaluation is published")
+                f"generation {generation_id} is {gen.state}, built for {gen.pipeline_version}: "
+                f"only a generation that passed its evaluation for the running pipeline "
+                f"({version}) is published")
         conn.execute(query("lock_keyword_stats"))  # no document write is half done
+        # Only the readers' locks are waited for briefly (see _LOCK_TIMEOUT).
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(_LOCK_TIMEOUT)))
         # Locking the views locks the live tables behind them: no reader is inside them now.
         conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(sql.SQL(", ").join(
             sql.Identifier("public", table) for table in GENERATION_TABLES)))
@@ -219,6 +261,9 @@ def _switch(conn: psycopg.Connection, generation_id: int) -> int:
             conn.execute(query("keyword_df_remove"), {"uris": forgotten})
             conn.execute(query("delete_documents"), {"uris": forgotten})
         conn.execute(query("generation_copy_access"))
+        for (uri,) in conn.execute(query("candidate_only_documents")).fetchall():
+            groups, rule = access(uri)
+            conn.execute(query("regroup_document"), {"uri": uri, "groups": groups, "rule": rule})
         for table in GENERATION_TABLES:
             conn.execute(sql.SQL("CREATE OR REPLACE VIEW {} AS SELECT * FROM {}").format(
                 sql.Identifier("public", table), sql.Identifier(schema_of(generation_id), table)))
@@ -233,13 +278,15 @@ def _switch(conn: psycopg.Connection, generation_id: int) -> int:
 
 
 def discard_generation(conn: psycopg.Connection, generation_id: int, note: str) -> None:
-    """Drop a generation that is not live (its figures stay in index_generations)."""
+    """Empty a generation that is not live; its figures stay in index_generations. Its tables
+    are emptied, not dropped: a run still working for it then writes into nothing that is
+    served, where with no schema its table names would reach the live index."""
     with conn.transaction():
         conn.execute(query("generation_lock"))
         gen = generation(conn, generation_id)
         if gen.state in ("live", "retired", "discarded"):
             raise GenerationError(f"generation {generation_id} is {gen.state}: nothing to discard")
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-            sql.Identifier(gen.schema)))
+        conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(
+            sql.Identifier(gen.schema, table) for table in GENERATION_TABLES)))
         set_state(conn, generation_id, "discarded", note)
     log.info("discarded index generation %d", generation_id)

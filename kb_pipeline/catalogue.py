@@ -224,6 +224,33 @@ def plan_files(
     return plan
 
 
+def stale_documents(
+    conn: psycopg.Connection, pipeline_version: str, max_bytes: int | None = None
+) -> list[str]:
+    """Catalogued files whose current bytes the index on `conn`'s search path does not hold
+    and that are not known to fail with them: what a rebuilt generation still has to ingest.
+    Deleted, unreadable and oversized files are left to the live generation's planning."""
+    uris = [row[0] for row in conn.execute(query("catalogue_sources"))]
+    stale = []
+    for uri, checksum, size, mtime, *_, failed_checksum, _ in conn.execute(
+            query("document_state"), {"uris": uris, "version": pipeline_version}).fetchall():
+        file = Path(uri)
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        if max_bytes is not None and stat.st_size > max_bytes:
+            continue
+        if checksum is not None and size == stat.st_size and mtime == file_mtime(stat):
+            continue
+        current = file_checksum(file)
+        if current == checksum:
+            conn.execute(query("touch_document"), {"uri": uri, "mtime": file_mtime(stat)})
+        elif current != failed_checksum:
+            stale.append(uri)
+    return stale
+
+
 def _access_refused(
     conn: psycopg.Connection,
     root: Path,

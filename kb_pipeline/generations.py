@@ -3,12 +3,14 @@
 rebuilds every document into a new index generation beside the live one; it is evaluated and
 published only when its gate passes.
 
-The folder sensor calls `rebuild_requests` on each tick: it creates the generation, launches the
-ingest job over every document with the generation's tag, and once those runs are over launches
-`evaluate_generation` for it. There, `generation_evaluation` replays the question sets against
-the candidate and the live generation side by side; its blocking checks keep
-`published_generation`, which switches the live index in one transaction, from running unless
-the candidate is as good. `kb generation rebuild` does the same in one process.
+The folder sensor calls `rebuild_requests` on each tick: it creates the generation and builds
+it in rounds of ingest runs tagged with it, each round over the catalogued files the generation
+does not hold yet (all of them at first; then files added or edited meanwhile). When a round
+leaves nothing to do, it launches `evaluate_generation` for it. There, `generation_evaluation`
+replays the question sets against the candidate and the live generation side by side; its
+blocking checks keep `published_generation`, which switches the live index in one transaction,
+from running unless the candidate is as good. `kb generation rebuild` does the same in one
+process.
 """
 
 import os
@@ -21,26 +23,31 @@ from kb_core.database import connect
 from kb_core.embeddings import make_embedder
 from kb_core.generations import (
     Generation,
+    claimed,
     create_generation,
     discard_generation,
     generation,
+    is_claimed,
     list_generations,
-    mark_runs_launched,
+    mark_round_launched,
     missing_from,
     publish_generation,
     rebuild_needed,
     record_evaluation,
     set_state,
+    use_generation,
 )
 from kb_core.index_model import IndexModelMismatchError
 from kb_core.report import metrics_markdown, misses_markdown
 from kb_core.settings import EvalSettings, Settings
+from kb_pipeline.access import AccessError
 from kb_pipeline.assets import INGEST_JOB, raw_config
 from kb_pipeline.batching import GENERATION_TAG, partition_ranges, range_tags
+from kb_pipeline.catalogue import stale_documents
 from kb_pipeline.evaluation import evaluate_index
 from kb_pipeline.ingest import HOST_TAG, PID_TAG
 from kb_pipeline.resources import EmbedderResource, PostgresResource
-from kb_pipeline.stages import pipeline_version
+from kb_pipeline.stages import access_now, pipeline_version
 
 __all__ = [
     "GATE_JOB",
@@ -56,6 +63,9 @@ generations_partitions = dg.DynamicPartitionsDefinition(name="generations")
 RECALL_GATE = "generation_recall_at_5_holds"
 COVERAGE_GATE = "generation_covers_live_documents"
 _GENERATIONS = {"partitions_def": generations_partitions, "group_name": "generations"}
+# Rounds of rebuild runs before a generation is evaluated as it stands: files that keep
+# changing, or keep failing without a checksum to recognise them by, must not keep it building.
+MAX_BUILD_ROUNDS = 3
 _UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -152,15 +162,27 @@ def generation_evaluation(
 
 @dg.asset(kinds={"postgres"}, deps=[generation_evaluation], **_GENERATIONS)
 def published_generation(
-    context: dg.AssetExecutionContext, postgres: PostgresResource
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
     """The rebuilt generation made live in one transaction: every search before it reads the
     old generation whole, every search after it the new one. The generation it replaces is
     dropped."""
     gen_id = int(context.partition_key)
     with postgres.connection() as conn:
-        retired = publish_generation(conn, gen_id)
+        retired = publish_generation(conn, gen_id, pipeline_version(embedder.get()),
+                                     _current_access(conn))
     return dg.MaterializeResult(metadata={"generation": gen_id, "retired_generation": retired})
+
+
+def _current_access(conn: psycopg.Connection):  # noqa: ANN202 - kb_core.generations.Access
+    def access(uri: str) -> tuple[list[str], str | None]:
+        try:
+            found = access_now(conn, uri)
+        except (OSError, AccessError):  # an unreadable rule hides the document, never widens
+            return [], None
+        return ([], None) if found is None else (list(found.groups), found.rule)
+
+    return access
 
 
 GATE_JOB = dg.define_asset_job(
@@ -198,7 +220,7 @@ def _rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
 
 def rebuild_requests(
     context: dg.SensorEvaluationContext, conn: psycopg.Connection, version: str,
-    keys: list[str], run_config: dict,
+    keys: list[str], settings: Settings,
 ) -> tuple[list[dg.RunRequest], list]:
     """The sensor's part in rebuilds: runs to request and generation partitions to add."""
     if keys and rebuild_needed(conn, version):
@@ -208,23 +230,46 @@ def rebuild_requests(
     for gen in list_generations(conn):
         if gen.state not in ("building", "evaluating", "passed"):
             continue
-        if gen.state == "building" and gen.runs_launched_at is None:
-            runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=run_config,
-                                   tags=_rebuild_tags(gen.id, first, last))
-                     for first, last in partition_ranges(keys, keys)]
-            mark_runs_launched(conn, gen.id)
-        elif _generation_running(context.instance, gen.id):
+        if _generation_running(context.instance, gen.id) or is_claimed(conn, gen.id):
             continue
+        if gen.pipeline_version != version:  # the pipeline changed again meanwhile
+            discard_generation(conn, gen.id, f"superseded by pipeline {version}")
         elif gen.state == "building":
+            stale = _stale(conn, gen, version, settings, keys)
+            if stale:
+                runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=raw_config(settings),
+                                       tags=_rebuild_tags(gen.id, first, last))
+                         for first, last in partition_ranges(keys, stale)]
+                mark_round_launched(conn, gen.id)
+                continue
             set_state(conn, gen.id, "evaluating")
             partitions.append(generations_partitions.build_add_request([str(gen.id)]))
             runs.append(dg.RunRequest(job_name=GATE_JOB.name, partition_key=str(gen.id),
                                       tags={GENERATION_TAG: str(gen.id)}))
-        else:  # its evaluation or publication run ended without finishing the job
+        elif gen.state == "passed":  # its publication gave up (the index stayed busy): again
+            runs.append(dg.RunRequest(
+                job_name=GATE_JOB.name, partition_key=str(gen.id),
+                asset_selection=[published_generation.key], tags={GENERATION_TAG: str(gen.id)}))
+        else:  # its evaluation run ended without a verdict
             set_state(conn, gen.id, "failed",
-                      f"the {GATE_JOB.name} run of generation {gen.id} ended while it was "
-                      f"{gen.state}; see that run in Dagster")
+                      f"the {GATE_JOB.name} run of generation {gen.id} ended without a verdict; "
+                      "see that run in Dagster")
     return runs, partitions
+
+
+def _stale(conn: psycopg.Connection, gen: Generation, version: str, settings: Settings,
+           keys: list[str]) -> list[str]:
+    """The documents partitions (of `keys`) the next build round of `gen` has to ingest:
+    none once its rounds are used up."""
+    if gen.build_rounds >= MAX_BUILD_ROUNDS:
+        return []
+    use_generation(conn, gen.id)
+    try:
+        stale = stale_documents(conn, version, settings.max_file_bytes)
+    finally:
+        use_generation(conn, None)
+    known = set(keys)
+    return [uri for uri in stale if uri in known]
 
 
 def _generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
@@ -238,21 +283,24 @@ def rebuild_in_process(
     definitions: dg.Definitions,
 ) -> Generation:
     """`kb generation rebuild`: a new generation for the current pipeline, built, evaluated and
-    (if its gates pass) published in this process, as the sensor would."""
+    (if its gates pass) published in this process, as the sensor would; the sensor leaves it
+    alone meanwhile."""
     version = pipeline_version(make_embedder(settings.embedder))
     keys = instance.get_dynamic_partitions("documents")
-    with connect(database_url, autocommit=True) as conn:
-        gen = create_generation(conn, version)
-        mark_runs_launched(conn, gen.id)
     own = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
     ingest = definitions.resolve_job_def(INGEST_JOB.name)
-    for first, last in partition_ranges(keys, keys):
-        ingest.execute_in_process(
-            instance=instance, tags={**_rebuild_tags(gen.id, first, last), **own},
-            run_config=raw_config(settings), raise_on_error=False)
-    instance.add_dynamic_partitions(generations_partitions.name, [str(gen.id)])
-    definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
-        instance=instance, partition_key=str(gen.id), tags={GENERATION_TAG: str(gen.id), **own},
-        raise_on_error=False)
     with connect(database_url, autocommit=True) as conn:
+        gen = create_generation(conn, version)
+        with claimed(conn, gen.id):
+            while stale := _stale(conn, generation(conn, gen.id), version, settings, keys):
+                mark_round_launched(conn, gen.id)
+                for first, last in partition_ranges(keys, stale):
+                    ingest.execute_in_process(
+                        instance=instance, tags={**_rebuild_tags(gen.id, first, last), **own},
+                        run_config=raw_config(settings), raise_on_error=False)
+            set_state(conn, gen.id, "evaluating")
+            instance.add_dynamic_partitions(generations_partitions.name, [str(gen.id)])
+            definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
+                instance=instance, partition_key=str(gen.id),
+                tags={GENERATION_TAG: str(gen.id), **own}, raise_on_error=False)
         return generation(conn, gen.id)

@@ -129,20 +129,19 @@ def _sync_partitions(
 
 
 def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark as failed the unfinished ingest runs whose `kb ingest` process on this host died;
-    return their run ids."""
+    """Mark as failed the unfinished in-process runs (`kb ingest`, `kb generation rebuild`)
+    whose process on this host died; return their run ids."""
     host = socket.gethostname()
     abandoned = []
-    runs = instance.get_runs(
-        dg.RunsFilter(job_name=INGEST_JOB.name, statuses=_UNFINISHED, tags={HOST_TAG: host})
-    )
+    # Every job this module or `kb generation rebuild` runs in-process carries the tags.
+    runs = instance.get_runs(dg.RunsFilter(statuses=_UNFINISHED, tags={HOST_TAG: host}))
     for run in runs:
         pid = int(run.tags.get(PID_TAG, "0"))
         if pid and not _process_alive(pid):
             instance.report_run_failed(run, f"the process that ran it (pid {pid}) died")
             abandoned.append(run.run_id)
     if abandoned:
-        log.warning("marked %d ingest runs of dead processes as failed", len(abandoned))
+        log.warning("marked %d runs of dead processes as failed", len(abandoned))
     return abandoned
 
 

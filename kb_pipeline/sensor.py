@@ -5,7 +5,7 @@ themselves, within one sensor interval; a pipeline change starts a gated rebuild
 import dagster as dg
 import psycopg
 
-from kb_core.generations import live_awaits_rebuild
+from kb_core.generations import live_awaits_rebuild, refused_generation
 from kb_core.index_model import IndexModelMismatchError, check_index_model
 from kb_core.settings import Settings
 from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
@@ -42,7 +42,7 @@ def docs_folder_sensor(
     with postgres.connection() as conn:
         sweep_staging(conn, context.instance)
         content_only = live_awaits_rebuild(conn, version)
-        held = _held_for_rebuild(conn, embedder)
+        held = _held(conn, embedder, version)
         for root in settings.docs_dirs:
             # The size limit is applied here, from the files' sizes: an oversized file
             # launches no run and is not re-read on every tick.
@@ -61,8 +61,7 @@ def docs_folder_sensor(
     busy = keys_in_runs(context.instance, INGEST_JOB.name, ordered)
     todo = [] if held else [k for k in plan.changed if k not in busy]
     if held:
-        context.log.warning(f"{held}; {len(plan.changed)} changed files wait for the rebuilt "
-                            "generation")
+        context.log.warning(f"{held}: {len(plan.changed)} new or edited files wait")
     run_requests = [
         dg.RunRequest(job_name=INGEST_JOB.name, tags=range_tags(first, last),
                       run_config=raw_config(settings))
@@ -75,7 +74,7 @@ def docs_folder_sensor(
         requests.append(documents_partitions.build_delete_request(gone))
     with postgres.connection() as conn:
         rebuild_runs, generation_partitions = rebuild_requests(
-            context, conn, version, ordered, raw_config(settings))
+            context, conn, version, ordered, settings)
     run_requests += rebuild_runs
     requests += generation_partitions
     summary = (
@@ -90,9 +89,15 @@ def docs_folder_sensor(
     return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
 
 
-def _held_for_rebuild(conn: psycopg.Connection, embedder: EmbedderResource) -> str | None:
-    """Why content changes cannot reach the live generation now, if they cannot: it was built
-    with another embedding model, so only the rebuilt generation can take them."""
+def _held(conn: psycopg.Connection, embedder: EmbedderResource, version: str) -> str | None:
+    """Why edited files cannot reach the live generation now, if they cannot: it was built
+    with another embedding model (only the rebuilt generation can take them), or the running
+    pipeline's generation was refused, so its parser or chunker is not to be trusted with
+    them either (a fixed pipeline rebuilds again; a rollback re-ingests what it touched)."""
+    refused = refused_generation(conn, version)
+    if refused is not None:
+        return (f"generation {refused.id}, built by the running pipeline, was {refused.state}"
+                f" ({refused.note})")
     try:
         check_index_model(conn, embedder.get())
     except IndexModelMismatchError as exc:

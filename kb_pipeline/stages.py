@@ -28,6 +28,7 @@ from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, pars
 
 __all__ = [
     "StageReport",
+    "access_now",
     "chunk_documents",
     "document_chunks",
     "embed_chunks",
@@ -276,7 +277,7 @@ def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         # while the run parsed and embedded must not be written back by it (the sensor has
         # already re-permissioned the live rows and would not do it again).
         try:
-            access = _access_now(conn, uri)
+            access = access_now(conn, uri)
         except (OSError, AccessError) as exc:
             _fail(conn, scope, report, uri, "search_index", _message(exc), None)
             continue
@@ -337,8 +338,9 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
     return inserted
 
 
-def _access_now(conn: psycopg.Connection, uri: str) -> DocumentAccess | None:
-    """The file's access rule read now; None once the file has left the catalogue."""
+def access_now(conn: psycopg.Connection, uri: str) -> DocumentAccess | None:
+    """The file's access rule read now; None once the file has left the catalogue. Raises
+    OSError or AccessError when the rule cannot be read."""
     source = conn.execute(query("source_of"), {"uri": uri}).fetchone()
     return None if source is None else _resolve(uri, source)
 

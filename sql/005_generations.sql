@@ -9,7 +9,7 @@ CREATE TABLE index_generations (
                          ('building', 'evaluating', 'passed', 'failed', 'live', 'retired',
                           'discarded')),
     created_at       timestamptz NOT NULL DEFAULT now(),
-    runs_launched_at timestamptz,            -- when its rebuild runs were requested
+    build_rounds     integer NOT NULL DEFAULT 0,  -- rounds of rebuild runs launched so far
     evaluated_at     timestamptz,
     published_at     timestamptz,
     evaluation       jsonb,                  -- the gate's figures, kept for failed ones too

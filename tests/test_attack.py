@@ -313,13 +313,16 @@ def test_tokens_appear_in_no_service_output_and_no_table(target):
         assert client.post("/v1/search", json={"query": "給与"}).status_code == 401
     log = target.server.log()
     with psycopg.connect(target.url) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables "
-            "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")]
-        dumps = {t: "".join(str(row) for row in conn.execute(
-            psycopg.sql.SQL("SELECT t::text FROM {} t").format(psycopg.sql.Identifier(t))))
-            for t in tables}
-    assert "query_log" in dumps and dumps["query_log"]
+        # Every table of ours: the shared ones in public and each index generation's.
+        tables = conn.execute(
+            "SELECT table_schema, table_name FROM information_schema.tables "
+            "WHERE (table_schema = 'public' OR table_schema LIKE 'kb\\_gen\\_%') "
+            "AND table_type = 'BASE TABLE'").fetchall()
+        dumps = {name: "".join(str(row) for row in conn.execute(
+            psycopg.sql.SQL("SELECT t::text FROM {} t").format(
+                psycopg.sql.Identifier(schema, name))))
+            for schema, name in tables}
+    assert "query_log" in dumps and dumps["query_log"] and "chunks" in dumps
     for secret in (target.app_token, target.hr_token, ATTACKER_TOKEN):
         assert secret not in log
         leaked = [t for t, text in dumps.items() if secret in text]

@@ -21,6 +21,7 @@ from kb_core.generations import (
     list_generations,
     live_generation,
     publish_generation,
+    use_generation,
 )
 from kb_core.settings import REPO_ROOT, Settings
 from kb_pipeline import stages
@@ -90,7 +91,7 @@ def schemas(conn: psycopg.Connection) -> set[str]:
 
 
 def test_a_broken_chunker_is_evaluated_blocked_and_never_published(
-        settings, instance, conn, monkeypatch):
+        settings, instance, conn, docs_dir, monkeypatch):
     tick(settings, instance)  # the first index: generation 1, built document by document
     before = hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか")
     assert before
@@ -118,17 +119,26 @@ def test_a_broken_chunker_is_evaluated_blocked_and_never_published(
     assert live_generation(conn).id == 1
     assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
 
-    # A refused generation is not rebuilt on every tick, cannot be published, and can go.
+    # A refused generation is not rebuilt on every tick and cannot be published. Edits wait:
+    # the running chunker is the refused one, and must not reach the live documents either.
+    rules = docs_dir / "all" / "就業規則.md"
+    rules.write_text(rules.read_text(encoding="utf-8") + "\n社内運動会は十月に開催する。\n",
+                     encoding="utf-8")
     assert tick(settings, instance) == []
+    assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
+    version = stages.pipeline_version(make_embedder("hashing"))
     with pytest.raises(GenerationError, match="only a generation that passed"):
-        publish_generation(conn, 2)
+        publish_generation(conn, 2, version, lambda uri: ([], None))
     discarded = defs.resolve_job_def("discard_generation").execute_in_process(
         instance=instance,
         run_config={"ops": {"discard_generation_op": {"config": {"generation": 2}}}})
     assert discarded.success and generation(conn, 2).state == "discarded"
     with pytest.raises(GenerationError, match="is discarded: nothing to discard"):
         discard_generation(conn, 2, "twice")
-    assert schemas(conn) == {"kb_gen_1"}
+    # Emptied, not dropped: a straggling run of it must not fall through to the live views.
+    assert conn.execute("SELECT count(*) FROM kb_gen_2.chunks").fetchone() == (0,)
+    with pytest.raises(GenerationError, match="generation 2 is discarded"):
+        use_generation(conn, 2)
     assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
 
 
@@ -198,7 +208,7 @@ def test_a_good_rebuild_is_published_in_one_switch_no_reader_sees_half_done(
     assert tick(settings, instance) == []  # nothing left to do: the index is current
 
 
-def test_content_changes_reach_the_live_generation_during_a_rebuild_and_the_new_one_after(
+def test_content_changes_during_a_rebuild_reach_the_live_generation_and_the_new_one(
         settings, instance, conn, docs_dir, monkeypatch):
     tick(settings, instance)
     change_pipeline(monkeypatch, "same-output-new-version")
@@ -207,19 +217,25 @@ def test_content_changes_reach_the_live_generation_during_a_rebuild_and_the_new_
     rules.write_text(rules.read_text(encoding="utf-8")
                      + "\n\n## 第99条（運動会）\n\n社内運動会は毎年十月の第二土曜日に開催する。\n",
                      encoding="utf-8")
+    (docs_dir / "all" / "社内報_2026年11月.md").write_text(
+        "# 社内報 2026年11月号\n\n新しい社員食堂は十二月一日に開業します。\n", encoding="utf-8")
 
-    content_run, gate = tick(settings, instance)
+    content_run, catch_up = tick(settings, instance)
     assert GENERATION_TAG not in content_run.dagster_run.tags
     (staged, *_) = content_run.asset_materializations_for_node("raw_documents")
-    # Only the edited file: the other documents, built by the old pipeline version, wait for
-    # the generation being evaluated instead of being re-ingested one by one.
-    assert staged.metadata["documents"].value == 1
-    assert gate.success and live_generation(conn).id == 2
-    # Generation 2 was built before the edit: the next tick brings the edit to it.
-    assert not any("運動会" in content for _, content in hybrid_hits(conn, "社内運動会はいつ"))
-    (again,) = tick(settings, instance)
-    assert GENERATION_TAG not in again.dagster_run.tags
+    # Only the edited and the new file: the other documents, built by the old pipeline
+    # version, wait for the generation being built instead of being re-ingested one by one.
+    assert staged.metadata["documents"].value == 2
     assert any("運動会" in content for _, content in hybrid_hits(conn, "社内運動会はいつ"))
+    # The generation being built takes both too, in a second round, before its evaluation
+    # (whose coverage gate would otherwise miss the new file).
+    assert catch_up.dagster_run.tags[GENERATION_TAG] == "2" and catch_up.success
+    assert generation(conn, 2).build_rounds == 2
+
+    (gate,) = tick(settings, instance)
+    assert gate.success and live_generation(conn).id == 2
+    assert any("運動会" in content for _, content in hybrid_hits(conn, "社内運動会はいつ"))
+    assert any("社員食堂" in content for _, content in hybrid_hits(conn, "社員食堂の開業日"))
     assert tick(settings, instance) == []
 
 

@@ -1,5 +1,5 @@
 -- name: generations
-SELECT id, pipeline_version, state, created_at, runs_launched_at, evaluated_at, published_at,
+SELECT id, pipeline_version, state, created_at, build_rounds, evaluated_at, published_at,
        evaluation, note
 FROM index_generations ORDER BY id;
 
@@ -26,8 +26,32 @@ INSERT INTO index_generations (id, pipeline_version, state)
 SELECT coalesce(max(id), 0) + 1, %(version)s, 'building' FROM index_generations
 RETURNING id;
 
--- name: generation_runs_launched
-UPDATE index_generations SET runs_launched_at = now() WHERE id = %(id)s;
+-- name: generation_round_launched
+UPDATE index_generations SET build_rounds = build_rounds + 1 WHERE id = %(id)s;
+
+-- name: generation_state_of
+SELECT state FROM index_generations WHERE id = %(id)s;
+
+-- name: generation_try_claim
+-- Whether no other session drives this generation's rebuild (`kb generation rebuild` holds the
+-- lock while it runs); a successful try is released at once.
+SELECT CASE WHEN pg_try_advisory_lock(72190004, %(id)s)
+            THEN pg_advisory_unlock(72190004, %(id)s)
+            ELSE false END;
+
+-- name: generation_claim
+SELECT pg_advisory_lock(72190004, %(id)s);
+
+-- name: generation_release
+SELECT pg_advisory_unlock(72190004, %(id)s);
+
+-- name: candidate_only_documents
+-- Documents of the candidate (first on the search path) that the live generation lacks.
+SELECT c.source_uri FROM documents c
+WHERE NOT EXISTS (SELECT 1 FROM public.documents l WHERE l.source_uri = c.source_uri);
+
+-- name: catalogue_sources
+SELECT source_uri FROM document_sources ORDER BY source_uri;
 
 -- name: generation_state
 UPDATE index_generations SET state = %(state)s, note = %(note)s WHERE id = %(id)s;
