@@ -150,7 +150,7 @@ _CHECK_SPECS = [
 
 
 @dg.asset(
-    deps=[search_index],
+    deps=[search_index, "published_generation"],  # a published rebuild changes the index too
     kinds={"python", "postgres"},
     group_name="evaluation",
     check_specs=_CHECK_SPECS,
