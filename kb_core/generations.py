@@ -286,6 +286,9 @@ def discard_generation(conn: psycopg.Connection, generation_id: int, note: str) 
         gen = generation(conn, generation_id)
         if gen.state in ("live", "retired", "discarded"):
             raise GenerationError(f"generation {generation_id} is {gen.state}: nothing to discard")
+        if is_claimed(conn, generation_id):
+            raise GenerationError(f"generation {generation_id} is being rebuilt by "
+                                  "`kb generation rebuild` in another process")
         conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(
             sql.Identifier(gen.schema, table) for table in GENERATION_TABLES)))
         set_state(conn, generation_id, "discarded", note)
