@@ -16,11 +16,13 @@ from kb_core.database import connect
 from kb_core.embeddings import make_embedder
 from kb_core.generations import (
     GenerationError,
+    create_generation,
     discard_generation,
     generation,
     list_generations,
     live_generation,
     publish_generation,
+    record_evaluation,
     use_generation,
 )
 from kb_core.settings import REPO_ROOT, Settings
@@ -267,3 +269,38 @@ def test_a_new_embedding_model_is_rebuilt_while_content_changes_wait_for_it(
                             "AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = "
                             "documents.id AND c.content LIKE '%4649%')").fetchone()[0] == 1
         assert tick(settings, instance, "openai") == []
+
+
+def test_publish_gives_every_document_its_current_access(settings, instance, conn, monkeypatch):
+    # Generation 2 holds a document the live one lacks (say its new parser reads a file the
+    # old one could not): its groups come from the access rule as it is at publication, not
+    # as it was when the rebuild indexed it; the others take the live documents' groups.
+    tick(settings, instance)
+    version = stages.pipeline_version(make_embedder("hashing"))
+    rules = conn.execute("SELECT source_uri FROM documents WHERE path LIKE '%就業規則%'"
+                         ).fetchone()[0]
+    conn.execute("UPDATE documents SET allowed_groups = '{narrowed}' WHERE source_uri = %s",
+                 (rules,))
+    gen = create_generation(conn, version)
+    use_generation(conn, gen.id)
+    conn.execute("INSERT INTO documents SELECT * FROM public.documents")
+    conn.execute("INSERT INTO chunks SELECT * FROM public.chunks")
+    conn.execute("UPDATE documents SET allowed_groups = '{all-employees}'")
+    conn.execute("UPDATE chunks SET allowed_groups = '{all-employees}'")
+    only_new = conn.execute("SELECT source_uri FROM documents WHERE path LIKE '%FAQ%'"
+                            ).fetchone()[0]
+    use_generation(conn, None)
+    conn.execute("DELETE FROM documents WHERE source_uri = %s", (only_new,))
+    record_evaluation(conn, gen.id, True, {}, None)
+
+    asked = []
+    publish_generation(conn, gen.id, version,
+                       lambda uri: asked.append(uri) or (["it-staff"], "rule-now"))
+    assert asked == [only_new]
+    groups = dict(conn.execute("SELECT source_uri, allowed_groups FROM documents"))
+    assert groups[rules] == ["narrowed"] and groups[only_new] == ["it-staff"]
+    chunk_groups = dict(conn.execute(
+        "SELECT d.source_uri, array_agg(DISTINCT g) FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id, unnest(c.allowed_groups) g "
+        "GROUP BY d.source_uri"))
+    assert chunk_groups[rules] == ["narrowed"] and chunk_groups[only_new] == ["it-staff"]
