@@ -113,6 +113,11 @@ def test_a_broken_chunker_is_evaluated_blocked_and_never_published(
     assert not checks["generation_recall_at_5_holds"].passed
     assert checks["generation_covers_live_documents"].passed
     assert not gate.asset_materializations_for_node("published_generation")
+    # What the UI shows for the refused generation: its figures beside the live one's.
+    (evaluated,) = gate.asset_materializations_for_node("generation_evaluation")
+    assert evaluated.partition == "2"
+    assert "below the live generation's" in evaluated.metadata["verdict"].value
+    assert "| live generation |" in evaluated.metadata["comparison"].value
     failed = generation(conn, 2)
     assert failed.state == "failed" and "below the live generation's" in failed.note
     live_recall = failed.evaluation["live_hybrid_recall_at_5"]
