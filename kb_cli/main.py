@@ -73,6 +73,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     import dagster as dg
 
     from kb_cli.dagster_home import prepare_dagster_home
+    from kb_core.index_model import IndexModelMismatchError
     from kb_pipeline.ingest import ingest_paths
 
     url = prepare_database(settings)
@@ -80,9 +81,13 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     from kb_pipeline.definitions import defs
 
     with dg.DagsterInstance.get() as instance:
-        summary = ingest_paths(
-            [Path(p) for p in args.paths], args.groups, settings, url, instance, defs
-        )
+        try:
+            summary = ingest_paths(
+                [Path(p) for p in args.paths], args.groups, settings, url, instance, defs
+            )
+        except IndexModelMismatchError as exc:
+            print(f"kb ingest: {exc}", file=sys.stderr)
+            return 2
     for warning in summary.warnings:
         print(f"warning: {warning}", file=sys.stderr)
 

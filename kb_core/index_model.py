@@ -35,7 +35,8 @@ def _verify(recorded: dict[str, str], embedder: Embedder) -> None:
         raise IndexModelMismatchError(
             f"this index was built with embedder {model} ({recorded.get('embedding_dim')} "
             f"dimensions) and cannot be searched or extended with {embedder.name}: set "
-            "KB_EMBEDDER back, or rebuild the index with the new model"
+            "KB_EMBEDDER back, or rebuild the index with the new model (`kb generation "
+            "rebuild`, or the folder sensor under `kb up`)"
         )
 
 

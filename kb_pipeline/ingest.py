@@ -17,6 +17,7 @@ import psycopg
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
 from kb_core.generations import live_awaits_rebuild
+from kb_core.index_model import check_index_model
 from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
@@ -69,11 +70,15 @@ def ingest_paths(
     instance: dg.DagsterInstance,
     definitions: dg.Definitions,
 ) -> IngestSummary:
-    """Ingest files and folders; folders are planned like watched folders (deletions included)."""
-    version = pipeline_version(make_embedder(settings.embedder))
+    """Ingest files and folders; folders are planned like watched folders (deletions included).
+    Raises IndexModelMismatchError when the live index was built with another embedder."""
+    embedder = make_embedder(settings.embedder)
+    version = pipeline_version(embedder)
     fail_abandoned_runs(instance)
     plan = IngestPlan()
     with connect(database_url, autocommit=True) as conn:
+        # Refused before any file is registered or run launched: every run would fail on it.
+        check_index_model(conn, embedder)
         since = conn.execute(query("database_now")).fetchone()[0]
         sweep_staging(conn, instance)
         content_only = live_awaits_rebuild(conn, version)

