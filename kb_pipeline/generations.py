@@ -22,6 +22,7 @@ import psycopg
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
 from kb_core.generations import (
+    Access,
     Generation,
     claimed,
     create_generation,
@@ -100,8 +101,8 @@ def generation_evaluation(
     with postgres.connection() as conn:
         state = generation(conn, gen_id).state
         if state not in ("building", "evaluating", "passed", "failed"):
-            # A failed generation may be evaluated again (from the UI); a discarded one has no
-            # tables left, and the live one has nothing to be compared with.
+            # A failed generation may be evaluated again (from the UI); a discarded one is
+            # empty, and the live one has nothing to be compared with.
             raise dg.Failure(f"generation {gen_id} is {state}: nothing to evaluate")
         set_state(conn, gen_id, "evaluating")
         missing = missing_from(conn, gen_id)
@@ -174,7 +175,7 @@ def published_generation(
     return dg.MaterializeResult(metadata={"generation": gen_id, "retired_generation": retired})
 
 
-def _current_access(conn: psycopg.Connection):  # noqa: ANN202 - kb_core.generations.Access
+def _current_access(conn: psycopg.Connection) -> Access:
     def access(uri: str) -> tuple[list[str], str | None]:
         try:
             found = access_now(conn, uri)
