@@ -57,14 +57,10 @@ def cmd_generation(args: argparse.Namespace, settings: Settings, url: str) -> in
 def _rebuild_running(generation_id: int) -> bool:
     import dagster as dg
 
-    from kb_pipeline.batching import GENERATION_TAG
+    from kb_pipeline.generations import generation_running
 
-    unfinished = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
-                  dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
     with dg.DagsterInstance.get() as instance:
-        return bool(instance.get_run_ids(
-            dg.RunsFilter(tags={GENERATION_TAG: str(generation_id)}, statuses=unfinished),
-            limit=1))
+        return generation_running(instance, generation_id)
 
 
 def _rebuild(args: argparse.Namespace, settings: Settings, url: str) -> int:

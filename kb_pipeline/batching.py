@@ -13,6 +13,7 @@ from dagster._core.storage.tags import (
 __all__ = [
     "GENERATION_TAG",
     "MAX_CHANGED_PER_RUN",
+    "UNFINISHED",
     "keys_in_runs",
     "partition_ranges",
     "range_tags",
@@ -25,7 +26,8 @@ GENERATION_TAG = "kb/generation"
 # Enough to amortise a run's start-up; few enough that a crashed run redoes little.
 MAX_CHANGED_PER_RUN = 200
 
-_ACTIVE = [
+# A run in any of these states may still write: its files are not idle.
+UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
@@ -64,7 +66,7 @@ def keys_in_runs(
     generation (a rebuild's runs write elsewhere)."""
     position = {key: i for i, key in enumerate(ordered_keys)}
     covered: set[str] = set()
-    for run in instance.get_runs(dg.RunsFilter(job_name=job_name, statuses=_ACTIVE)):
+    for run in instance.get_runs(dg.RunsFilter(job_name=job_name, statuses=UNFINISHED)):
         if run_generation(run.tags) is not None:
             continue
         first = run.tags.get(ASSET_PARTITION_RANGE_START_TAG, run.tags.get("dagster/partition"))

@@ -43,7 +43,7 @@ from kb_core.report import metrics_markdown, misses_markdown
 from kb_core.settings import EvalSettings, Settings
 from kb_pipeline.access import AccessError
 from kb_pipeline.assets import INGEST_JOB, raw_config
-from kb_pipeline.batching import GENERATION_TAG, partition_ranges, range_tags
+from kb_pipeline.batching import GENERATION_TAG, UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.catalogue import stale_documents
 from kb_pipeline.evaluation import evaluate_index
 from kb_pipeline.ingest import HOST_TAG, PID_TAG
@@ -54,6 +54,7 @@ __all__ = [
     "GATE_JOB",
     "discard_generation_job",
     "generation_evaluation",
+    "generation_running",
     "generations_partitions",
     "published_generation",
     "rebuild_in_process",
@@ -67,12 +68,6 @@ _GENERATIONS = {"partitions_def": generations_partitions, "group_name": "generat
 # Rounds of rebuild runs before a generation is evaluated as it stands: files that keep
 # changing, or keep failing without a checksum to recognise them by, must not keep it building.
 MAX_BUILD_ROUNDS = 3
-_UNFINISHED = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
 
 
 @dg.asset(
@@ -203,7 +198,7 @@ def discard_generation_op(
     context: dg.OpExecutionContext, config: DiscardConfig, postgres: PostgresResource
 ) -> None:
     """Drop a generation that is not live; its figures stay in `kb generation list`."""
-    if _generation_running(context.instance, config.generation):
+    if generation_running(context.instance, config.generation):
         raise dg.Failure(f"generation {config.generation} is still being built or evaluated")
     with postgres.connection() as conn:
         discard_generation(conn, config.generation, "discarded from Dagster (discard_generation)")
@@ -231,7 +226,7 @@ def rebuild_requests(
     for gen in list_generations(conn):
         if gen.state not in ("building", "evaluating", "passed"):
             continue
-        if _generation_running(context.instance, gen.id) or is_claimed(conn, gen.id):
+        if generation_running(context.instance, gen.id) or is_claimed(conn, gen.id):
             continue
         if gen.pipeline_version != version:  # the pipeline changed again meanwhile
             discard_generation(conn, gen.id, f"superseded by pipeline {version}")
@@ -273,10 +268,10 @@ def _stale(conn: psycopg.Connection, gen: Generation, version: str, settings: Se
     return [uri for uri in stale if uri in known]
 
 
-def _generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
+def generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
     """Whether a rebuild or evaluation run of generation `gen_id` is queued or running."""
     return bool(instance.get_run_ids(
-        dg.RunsFilter(tags={GENERATION_TAG: str(gen_id)}, statuses=_UNFINISHED), limit=1))
+        dg.RunsFilter(tags={GENERATION_TAG: str(gen_id)}, statuses=UNFINISHED), limit=1))
 
 
 def rebuild_in_process(

@@ -21,7 +21,7 @@ from kb_core.index_model import check_index_model
 from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
-from kb_pipeline.batching import partition_ranges, range_tags
+from kb_pipeline.batching import UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
 from kb_pipeline.stages import pipeline_version
 
@@ -35,12 +35,6 @@ log = logging.getLogger(__name__)
 # of active runs alone, never ingested its files again.
 HOST_TAG = "kb/ingest_host"
 PID_TAG = "kb/ingest_pid"
-_UNFINISHED = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
 # How long `kb ingest` waits for a concurrent run that took over some of its files.
 TAKEOVER_WAIT_S = 600.0
 
@@ -139,7 +133,7 @@ def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
     host = socket.gethostname()
     abandoned = []
     # Every job this module or `kb generation rebuild` runs in-process carries the tags.
-    runs = instance.get_runs(dg.RunsFilter(statuses=_UNFINISHED, tags={HOST_TAG: host}))
+    runs = instance.get_runs(dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: host}))
     for run in runs:
         pid = int(run.tags.get(PID_TAG, "0"))
         if pid and not _process_alive(pid):
