@@ -299,3 +299,24 @@ def test_query_log_purge_removes_entries_past_retention(sample_index_url):
         purged = conn.execute(query("purge_query_log"), {"days": 90}).rowcount
         left = conn.execute("SELECT count(*) FROM query_log WHERE question = '古い質問'")
         assert purged >= 1 and left.fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/ask", {"question": "有給休暇の申請期限", "stream": 0}),
+    ("/v1/search", {"query": "給与", "k": "5"}),
+    ("/v1/search", {"query": "給与", "k": 5.5}),
+    ("/v1/feedback", {"query_id": "7b0c9d7e-6a51-4a6f-9d1e-1f1c2b3a4d5e", "helpful": 1}),
+])
+async def test_a_body_with_the_wrong_json_types_is_refused_not_coerced(client, tokens, path,
+                                                                       body):
+    # The schema says boolean and integer; Litestar's lax conversion took 0 and "5" for them.
+    response = await client.post(path, json=body, headers=bearer(tokens["portal"]))
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == "invalid_request"
+    assert "Expected" in response.json()["detail"]
+
+
+async def test_an_integral_number_is_an_integer_as_json_schema_says(client, tokens):
+    response = await client.post("/v1/search", json={"query": "給与", "k": 3.0},
+                                 headers=bearer(tokens["portal"]))
+    assert response.status_code == 200 and len(response.json()["hits"]) <= 3
