@@ -24,9 +24,9 @@ from kb_core.queries import query
 
 __all__ = [
     "GENERATION_TABLES",
+    "Access",
     "Generation",
     "GenerationError",
-    "Access",
     "adopt_version",
     "claimed",
     "create_generation",
