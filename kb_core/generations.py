@@ -38,6 +38,7 @@ __all__ = [
     "live_generation",
     "mark_round_launched",
     "missing_from",
+    "on_generation",
     "publish_generation",
     "rebuild_needed",
     "record_evaluation",
@@ -207,13 +208,20 @@ def record_evaluation(conn: psycopg.Connection, generation_id: int, passed: bool
         "evaluation": json.dumps(evaluation), "note": note})
 
 
-def missing_from(conn: psycopg.Connection, generation_id: int) -> list[str]:
-    """Paths of documents the live generation serves and generation `generation_id` lacks."""
+@contextmanager
+def on_generation(conn: psycopg.Connection, generation_id: int) -> Iterator[None]:
+    """Generation `generation_id` first on the search path for a while, then the live one."""
     use_generation(conn, generation_id)
     try:
-        return [row[0] for row in conn.execute(query("generation_coverage"))]
+        yield
     finally:
         use_generation(conn, None)
+
+
+def missing_from(conn: psycopg.Connection, generation_id: int) -> list[str]:
+    """Paths of documents the live generation serves and generation `generation_id` lacks."""
+    with on_generation(conn, generation_id):
+        return [row[0] for row in conn.execute(query("generation_coverage"))]
 
 
 def publish_generation(conn: psycopg.Connection, generation_id: int, version: str,

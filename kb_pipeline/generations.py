@@ -13,8 +13,6 @@ from running unless the candidate is as good. `kb generation rebuild` does the s
 process.
 """
 
-import os
-import socket
 
 import dagster as dg
 import psycopg
@@ -32,11 +30,11 @@ from kb_core.generations import (
     list_generations,
     mark_round_launched,
     missing_from,
+    on_generation,
     publish_generation,
     rebuild_needed,
     record_evaluation,
     set_state,
-    use_generation,
 )
 from kb_core.index_model import IndexModelMismatchError
 from kb_core.report import metrics_markdown, misses_markdown
@@ -46,7 +44,7 @@ from kb_pipeline.assets import INGEST_JOB, raw_config
 from kb_pipeline.batching import GENERATION_TAG, UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.catalogue import stale_documents
 from kb_pipeline.evaluation import evaluate_index
-from kb_pipeline.ingest import HOST_TAG, PID_TAG
+from kb_pipeline.ingest import process_tags
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.stages import access_now, pipeline_version
 
@@ -259,11 +257,8 @@ def _stale(conn: psycopg.Connection, gen: Generation, version: str, settings: Se
     none once its rounds are used up."""
     if gen.build_rounds >= MAX_BUILD_ROUNDS:
         return []
-    use_generation(conn, gen.id)
-    try:
+    with on_generation(conn, gen.id):
         stale = stale_documents(conn, version, settings.max_file_bytes)
-    finally:
-        use_generation(conn, None)
     known = set(keys)
     return [uri for uri in stale if uri in known]
 
@@ -283,7 +278,7 @@ def rebuild_in_process(
     alone meanwhile."""
     version = pipeline_version(make_embedder(settings.embedder))
     keys = instance.get_dynamic_partitions("documents")
-    own = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    own = process_tags()
     ingest = definitions.resolve_job_def(INGEST_JOB.name)
     with connect(database_url, autocommit=True) as conn:
         gen = create_generation(conn, version)

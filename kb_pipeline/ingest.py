@@ -25,7 +25,14 @@ from kb_pipeline.batching import UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
 from kb_pipeline.stages import pipeline_version
 
-__all__ = ["IngestFailure", "IngestSummary", "fail_abandoned_runs", "ingest_paths", "sweep_staging"]
+__all__ = [
+    "IngestFailure",
+    "IngestSummary",
+    "fail_abandoned_runs",
+    "ingest_paths",
+    "process_tags",
+    "sweep_staging",
+]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +100,7 @@ def ingest_paths(
     job = definitions.resolve_job_def(INGEST_JOB.name)
     run_ids: list[str] = []
     broken_runs: list[str] = []
-    own_tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+    own_tags = process_tags()
     for first, last in partition_ranges(ordered, plan.changed):
         result = job.execute_in_process(
             instance=instance,
@@ -125,6 +132,11 @@ def _sync_partitions(
     for (key,) in conn.execute(query("unregistered_keys"), {"keys": existing}).fetchall():
         instance.delete_dynamic_partition(name, key)
     return instance.get_dynamic_partitions(name)
+
+
+def process_tags() -> dict[str, str]:
+    """The tags of a run this process executes in-process, for `fail_abandoned_runs`."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
 
 
 def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
