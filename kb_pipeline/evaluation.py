@@ -96,6 +96,7 @@ def evaluate_index(conn: psycopg.Connection, embedder_name: str, settings: EvalS
     configure_search_session(conn)
     searcher = Searcher(embedder, Synonyms.from_env(),
                         make_reranker(os.environ.get("KB_RERANKER") or "none"))
+    searcher.follow(conn)
     llm = os.environ.get("KB_LLM") or "extractive"
     asker = Asker(searcher, make_answerer(llm)) if answers else None
     return run_question_set(conn, questions, searcher, asker, groups=settings.groups,

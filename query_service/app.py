@@ -21,8 +21,8 @@ from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from kb_core.embeddings import make_embedder
-from kb_core.index_model import IndexModelMismatchError, check_index_model_async
+from kb_core.embeddings import UnknownEmbedderError, make_embedder
+from kb_core.index_model import recorded_model_async
 from query_service.answerers import make_answerer
 from query_service.api import BEARER, KnowledgeController
 from query_service.asking import Asker
@@ -90,18 +90,21 @@ async def healthz() -> Health:
 
 @get("/readyz", operation_id="readyz", tags=["health"])
 async def readyz(state: State) -> Response[Readiness]:
-    """Ready when the database answers and the loaded embedder matches the index."""
-    embedder = state.embedder
+    """Ready when the database answers and questions can be embedded with the live index's
+    model (which during a rebuild with a new model is not KB_EMBEDDER's)."""
+    searcher = state.service.asker.searcher
     try:
         async with state.identity_pool.connection(timeout=2) as conn:
-            await check_index_model_async(conn, embedder)
+            model = await recorded_model_async(conn) or searcher.configured
         state.database.answered()
-    except IndexModelMismatchError as exc:
-        body = Readiness(False, True, embedder.name, "mismatch", str(exc))
-        return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     except (psycopg.Error, TimeoutError, OSError) as exc:
         state.database.failed()
-        body = Readiness(False, False, embedder.name, "unknown", f"database: {exc}")
+        body = Readiness(False, False, searcher.configured, "unknown", f"database: {exc}")
+        return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
+    try:
+        embedder = searcher.embedder_for(model)
+    except UnknownEmbedderError as exc:
+        body = Readiness(False, True, model, "mismatch", str(exc))
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     return Response(Readiness(True, True, embedder.name, "ok"), status_code=HTTP_200_OK)
 
@@ -123,7 +126,6 @@ def create_app(config: ServiceConfig) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         state = app.state
-        state.embedder = make_embedder(config.embedder)
         # Identity lookups are small queries on the event loop; search and answering are CPU
         # work (embedding, sentence scoring) that runs in worker threads on their own pool.
         # reconnect_timeout: a pool retries a failed connection with exponential backoff (1, 2,
@@ -141,7 +143,8 @@ def create_app(config: ServiceConfig) -> Litestar:
             check=ConnectionPool.check_connection, name="search")
         await state.identity_pool.open(wait=False)
         search_pool.open(wait=False)
-        searcher = Searcher(state.embedder, Synonyms.from_env(), make_reranker(config.reranker))
+        searcher = Searcher(make_embedder(config.embedder), Synonyms.from_env(),
+                            make_reranker(config.reranker))
         asker = Asker(searcher, make_answerer(config.answerer))
         state.service = KnowledgeService(search_pool, asker)
         state.jwt = JwtVerifier(config.jwt) if config.jwt else None

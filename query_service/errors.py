@@ -10,6 +10,8 @@ import psycopg_pool
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from kb_core.embeddings import UnknownEmbedderError
+
 __all__ = [
     "EXCEPTION_HANDLERS",
     "DatabaseHealth",
@@ -103,6 +105,11 @@ def _database_down(request: Request, exc: Exception) -> Response:
                  {"Retry-After": "5"})
 
 
+def _index_model_unavailable(_: Request, exc: UnknownEmbedderError) -> Response:
+    log.error("cannot embed questions for the live index: %s", exc)
+    return _body("unavailable", str(exc), 503)
+
+
 def json_not_found(response: Response) -> Response:
     """An after-request hook: Litestar's OpenAPI router answers an unknown path under /schema
     (`/schema/../../etc/passwd`) with an HTML 404 page, which no handler here can catch; every
@@ -123,5 +130,6 @@ EXCEPTION_HANDLERS = {
     HTTPException: _http_error,
     psycopg.OperationalError: _database_down,
     psycopg_pool.PoolTimeout: _database_down,
+    UnknownEmbedderError: _index_model_unavailable,
     Exception: _unexpected,
 }

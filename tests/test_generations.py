@@ -80,8 +80,9 @@ def truncating_chunker(doc, count_tokens, **kwargs) -> list[Chunk]:  # noqa: ANN
                   text=text, token_count=count_tokens(text))]
 
 
-def hybrid_hits(conn: psycopg.Connection, question: str) -> list[tuple[str, str]]:
-    searcher = Searcher(make_embedder("hashing"), Synonyms.from_env())
+def hybrid_hits(conn: psycopg.Connection, question: str,
+                searcher: Searcher | None = None) -> list[tuple[str, str]]:
+    searcher = searcher or Searcher(make_embedder("hashing"), Synonyms.from_env())
     configure_search_session(conn)
     result, _ = searcher.search(conn, searcher.prepare(question), ["all-employees"], 5)
     return [(hit.path, hit.content) for hit in result.hits]
@@ -262,9 +263,21 @@ def test_a_new_embedding_model_is_rebuilt_while_content_changes_wait_for_it(
         # so no content run is launched, only the rebuild's.
         assert rebuild and all(GENERATION_TAG in r.dagster_run.tags for r in rebuild)
         assert all(r.success for r in rebuild)
+        # A reader configured as the pipeline now is (the service under KB_EMBEDDER=openai)
+        # keeps embedding questions with the live generation's model until the publication.
+        reader = Searcher(make_embedder("openai"), Synonyms.from_env())
+        question = "有給休暇は何日前までに申請が必要ですか"
+        calls = len(fake.requests)
+        assert hybrid_hits(conn, question, reader) == hybrid_hits(conn, question)
+        assert len(fake.requests) == calls and reader.model == "hashing/terms-384"
+
         (gate,) = tick(settings, instance, "openai")
         assert gate.success, "the live generation is not comparable: the floor alone gates"
         assert live_generation(conn).id == 2
+        assert hybrid_hits(conn, question, reader)
+        (embedded,) = fake.requests[-1][1]["input"]  # the question, synonyms appended
+        assert embedded.startswith(question)
+        assert reader.model == "openai/text-embedding-3-small@384"
         figures = generation(conn, 2).evaluation
         assert figures["live_hybrid_recall_at_5"] is None
         model = conn.execute(

