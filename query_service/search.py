@@ -221,6 +221,7 @@ class Searcher:
         mode: Mode = "hybrid",
     ) -> tuple[SearchResult, list[Evidence]]:
         started = time.perf_counter()
+        spent_ms = prepared.took_ms  # an embedding redone below counts from `started`
         fetch = max(k, RERANK_CANDIDATES) if self.reranker else k
         # One transaction: the index's model is read under the lock on index_settings that
         # a publication must take, so the views cannot switch to another model's vectors
@@ -235,7 +236,7 @@ class Searcher:
             )
         if self.reranker:
             result, evidence = self._rerank(result, evidence, k)
-        took = (time.perf_counter() - started) * 1000 + prepared.took_ms
+        took = (time.perf_counter() - started) * 1000 + spent_ms
         result.took_ms = round(took, 1)
         return result, evidence
 
