@@ -194,9 +194,11 @@ class Searcher:
                 self._embedders[model] = embedder_for_index(model)
             return self._embedders[model]
 
-    def follow(self, conn: psycopg.Connection) -> None:
-        """Embed the questions prepared from now on with the model of the index on `conn`."""
-        self.model = recorded_model(conn) or self.configured
+    def follow(self, conn: psycopg.Connection) -> str:
+        """Embed the questions prepared from now on with the model of the index on `conn`;
+        return that model."""
+        model = self.model = recorded_model(conn) or self.configured
+        return model
 
     def prepare(self, question: str, mode: Mode = "hybrid") -> PreparedQuery:
         """Plan the question and embed it with the index's model as last seen (the vector is
@@ -227,9 +229,8 @@ class Searcher:
         # a publication must take, so the views cannot switch to another model's vectors
         # between this check and the search.
         with conn.transaction():
-            model = recorded_model(conn) or self.configured
+            model = self.follow(conn)
             if mode != "keyword" and prepared.model != model:
-                self.model = model
                 prepared = self._prepare(prepared.plan.question, mode, model)
             result, evidence = hybrid_search(
                 conn, prepared.plan, prepared.vector, groups, fetch, mode
