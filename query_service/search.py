@@ -142,6 +142,7 @@ def hybrid_search(
         "max_share": MAX_SHARE,
         "max_candidates": MAX_CANDIDATES,
         "full_coverage": FULL_COVERAGE,
+        "keyword_weight": plan.keyword_weight,
         "k": k,
     }
     rows = conn.execute(query("hybrid_search"), params).fetchall()

@@ -273,3 +273,43 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
     assert hits(["small"]) == 10
     conn.execute("SET hnsw.iterative_scan = off")  # the same search without it finds too few
     assert hits(["small"]) < 10
+
+
+def test_a_code_question_leans_on_the_keyword_leg_when_the_legs_disagree(
+    settings, instance, conn, tmp_path, monkeypatch
+):
+    # Both passages hold the code. The keyword leg ranks the warranty table first; the question
+    # vector is the referral's own, so the vector leg ranks it first. Plain RRF ties them.
+    from pgvector.psycopg import register_vector
+
+    import query_service.planner as planner
+    from query_service.planner import plan_question
+    from query_service.search import hybrid_search
+
+    root = tmp_path / "corpus" / "lean"
+    root.mkdir(parents=True)
+    (root / "_access.toml").write_text('groups = ["lean"]\n')
+    (root / "a_取扱説明書.md").write_text(
+        "# 取扱説明書\n\nZP-2041の保証期間および保証条件は当社の製品保証規定による。",
+        encoding="utf-8")
+    (root / "b_製品保証規定.md").write_text(
+        "# 製品保証規定\n\nZP-2041の保証期間は納入後18か月とし、保証期間は納入日から起算する。",
+        encoding="utf-8")
+    ingest_paths([root.parent], None, settings, settings.database_url, instance, defs)
+    register_vector(conn)
+    configure_search_session(conn)
+    (vector,) = conn.execute(
+        "SELECT c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "WHERE d.path LIKE %s", ("%a_取扱説明書.md",)).fetchone()
+
+    def fused(question: str) -> list[tuple[str, float, int | None, int | None]]:
+        result, _ = hybrid_search(conn, plan_question(question), vector, ["lean"], 2)
+        return [(Path(h.path).name, h.score, h.ranks.vector, h.ranks.keyword)
+                for h in result.hits]
+
+    (top, top_score, *top_ranks), (second, second_score, *_) = fused("ZP-2041の保証期間は？")
+    assert (top, second) == ("b_製品保証規定.md", "a_取扱説明書.md")
+    assert top_ranks == [2, 1] and top_score > second_score
+    monkeypatch.setattr(planner, "CODE_KEYWORD_WEIGHT", 1.0)
+    (_, plain_top, *_), (_, plain_second, *_) = fused("ZP-2041の保証期間は？")
+    assert plain_top == plain_second  # without the lean only the chunk id would decide

@@ -1,7 +1,8 @@
 -- name: hybrid_search
 -- Both legs and their fusion in one round trip. Each leg filters by the caller's groups
--- before ranking; the fused order is Reciprocal Rank Fusion (k = 60) plus one rank-1 share for
--- passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts in
+-- before ranking; the fused order is Reciprocal Rank Fusion (k = 60), the keyword leg's vote
+-- weighted by keyword_weight (the planner's lean on it for code questions), plus one rank-1
+-- share for passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts in
 -- full only when it holds at least full_coverage of the question's informative terms: one
 -- that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
 WITH total AS (
@@ -95,7 +96,8 @@ fused AS (
     SELECT coalesce(v.id, k.id) AS id, v.rank AS vector_rank, k.rank AS keyword_rank,
            v.similarity, k.score AS keyword_score, k.coverage,
            coalesce(1.0 / (60 + v.rank), 0)
-           + coalesce(least(1, k.coverage / %(full_coverage)s) / (60 + k.rank), 0)
+           + %(keyword_weight)s
+             * coalesce(least(1, k.coverage / %(full_coverage)s) / (60 + k.rank), 0)
            + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded) THEN 1.0 / 61 ELSE 0 END
            AS score
     FROM vec v FULL OUTER JOIN kw k ON k.id = v.id
