@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -63,14 +64,29 @@ def run_up(settings: Settings, dagster_port: int, port: int) -> int:
 
 
 def _stop(children: dict[str, subprocess.Popen]) -> None:
+    """Stop each child's whole process group: Dagster's processes start code servers and run
+    workers of their own, which outlive their parent unless stopped with it."""
     for child in children.values():
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
+        _signal_group(child.pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
     for name, child in children.items():
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        while _group_alive(child.pid) and time.monotonic() < deadline:
+            child.poll()  # reap the leader, or its zombie keeps the group alive
+            time.sleep(0.2)
+        if _group_alive(child.pid):
             log.warning("%s did not stop in time; killing it", name)
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+            _signal_group(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

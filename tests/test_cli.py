@@ -185,3 +185,17 @@ def test_kb_up_ingests_the_samples_offline_and_stops_cleanly(kb_env, tmp_path):
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=90) == 0
     assert kb_json(kb_env, "db", "status")["running"] is False
+    # Code servers and run workers name the installation in their command lines.
+    assert _processes_naming(kb_env["KB_HOME"]) == []
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended while we looked
+            continue
+        if text in command:
+            found.append(command[:200])
+    return found
