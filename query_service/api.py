@@ -31,9 +31,11 @@ BEARER = "bearerToken"  # the OpenAPI security scheme: an API token or an employ
 
 # The request limits are part of the published contract (OpenAPI), so a client, or schemathesis,
 # can tell a valid request from an invalid one; msgspec enforces them with a 400. A text must
-# hold something other than white space; the configurable length limit (KB_MAX_QUESTION_CHARS)
-# is checked in the handler.
-Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"\S")]
+# hold something other than white space and control characters; the configurable length limit
+# (KB_MAX_QUESTION_CHARS) is checked in the handler. Not a bare \S: Python counts U+001C–U+001F
+# and U+0085 as white space and JSON Schema's regex dialect does not, nor U+FEFF the other way
+# round, so a question of "\u001f" was valid by the contract yet refused.
+Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"[^\s\x00-\x1f\x7f-\x9f\ufeff]")]
 
 
 class SearchRequest(msgspec.Struct, forbid_unknown_fields=True):

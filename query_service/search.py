@@ -44,9 +44,10 @@ EF_SEARCH = 200
 LEG_LIMIT = 50  # candidates each leg contributes to fusion
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
-# Keyword candidates scored per query (and the seed terms' df budget). Scoring costs ~25 µs a
-# candidate (fetching and detoasting its tsvector, then one match per term): at 100k chunks
-# 1,000 candidates took the keyword leg's p50 to ~50 ms, 400 keep it near 15 ms.
+# Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
+# candidates took the keyword leg's p50 to ~50 ms, 400 kept it near 15 ms; since tsvectors are
+# kept inside their rows (sql/006_inline_keywords.sql) a candidate costs ~16 µs (reading its
+# row, then one match per term), the leg ~6 ms.
 MAX_CANDIDATES = 400
 # A keyword hit's vote in the fusion is scaled by its coverage up to this share of the
 # question's informative term weight. On samples/eval.jsonl the keyword leg's first hit was

@@ -5,6 +5,7 @@ in one switch that no reader sees half done."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 from pathlib import Path
 
@@ -322,3 +323,26 @@ def test_publish_gives_every_document_its_current_access(settings, instance, con
         "JOIN documents d ON d.id = c.document_id, unnest(c.allowed_groups) g "
         "GROUP BY d.source_uri"))
     assert chunk_groups[rules] == ["narrowed"] and chunk_groups[only_new] == ["it-staff"]
+
+
+def test_keyword_vectors_stay_inside_the_rows_of_the_live_and_a_new_generation(conn):
+    # The keyword leg reads each candidate's tsvector in place (sql/006_inline_keywords.sql);
+    # one stored out of line would be fetched again for every term.
+    # ~3 kB that does not compress, past the 2 kB at which rows are squeezed by default.
+    keywords = " ".join(f"'{secrets.token_hex(5)}':{i}" for i in range(1, 250))
+    gen = create_generation(conn, "inline-test")
+    for generation_id in (live_generation(conn).id, gen.id):
+        use_generation(conn, generation_id)
+        document_id = conn.execute(
+            "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
+            "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "
+            "('/inline', 'inline', 'x', 'text/plain', 1, 'c', 'v', '{g}', 'mtime', now()) "
+            "RETURNING id").fetchone()[0]
+        outside = conn.execute(
+            "INSERT INTO chunks (document_id, chunk_index, heading, content, search_text, "
+            "token_count, text_sha256, allowed_groups, embedding, keywords) "
+            "VALUES (%s, 0, '', 'c', 'c', 10, 'x', '{g}', "
+            "  (SELECT array_fill(0.5, ARRAY[384]))::vector, %s::tsvector) "
+            "RETURNING pg_column_toast_chunk_id(keywords) IS NOT NULL",
+            (document_id, keywords)).fetchone()[0]
+        assert not outside, generation_id

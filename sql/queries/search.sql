@@ -36,15 +36,16 @@ seeds AS (
     ) ranked
     WHERE running - df < %(max_candidates)s
 ),
-phrase_queries AS (
+-- MATERIALIZED: built once, not again for every candidate that the phrase bonus looks at.
+phrase_queries AS MATERIALIZED (
     SELECT (%(phrases)s::tsquery[])[phrase + 1] AS query, sum(weight * idf) AS weight
     FROM q WHERE phrase IS NOT NULL
     GROUP BY phrase
 ),
 kw_candidates AS (
-    -- `|| ''` detoasts each tsvector once here; a bare column would be fetched and
-    -- decompressed again for every term it is matched against below.
-    SELECT c.id, c.keywords || ''::tsvector AS keywords, c.token_count
+    -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
+    -- below reads them in place; out of line, each use would fetch the value again.
+    SELECT c.id, c.keywords, c.token_count
     FROM chunks c
     WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
       AND c.allowed_groups && %(groups)s::text[]
