@@ -2,9 +2,9 @@
 -- Both legs and their fusion in one round trip. Each leg filters by the caller's groups
 -- before ranking; the fused order is Reciprocal Rank Fusion (k = 60), the keyword leg's vote
 -- weighted by keyword_weight (the planner's lean on it for code questions), plus one rank-1
--- share for passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts in
--- full only when it holds at least full_coverage of the question's informative terms: one
--- that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
+-- share for passages containing every code of the question (ZP-2041, 第22条). A keyword hit
+-- counts in full only when it holds at least full_coverage of the question's informative
+-- terms: one that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
 WITH total AS (
     SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
 ),
