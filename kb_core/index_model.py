@@ -25,12 +25,24 @@ class IndexModelMismatchError(RuntimeError):
     """The configured embedder is not the one the index was built with."""
 
 
-def _verify(recorded: dict[str, str], embedder: Embedder) -> None:
+def _recorded(conn: psycopg.Connection) -> dict[str, str]:
+    return dict(conn.execute(_RECORDED).fetchall())
+
+
+def recorded_model(conn: psycopg.Connection) -> str | None:
+    """The embedding model the index (the live one, or the generation on the search path) was
+    built with; None while it holds nothing."""
+    return _recorded(conn).get("embedding_model")
+
+
+def check_index_model(conn: psycopg.Connection, embedder: Embedder) -> None:
+    """Raise IndexModelMismatchError unless `embedder` may read and write this index."""
     if embedder.dim != INDEX_DIM:
         raise IndexModelMismatchError(
             f"embedder {embedder.name} gives {embedder.dim}-dimensional vectors; this index "
             f"stores {INDEX_DIM} dimensions"
         )
+    recorded = _recorded(conn)
     model = recorded.get("embedding_model")
     if model is not None and model != embedder.name:
         raise IndexModelMismatchError(
@@ -39,17 +51,6 @@ def _verify(recorded: dict[str, str], embedder: Embedder) -> None:
             "KB_EMBEDDER back, or rebuild the index with the new model (`kb generation "
             "rebuild`, or the folder sensor under `kb up`)"
         )
-
-
-def recorded_model(conn: psycopg.Connection) -> str | None:
-    """The embedding model the index (the live one, or the generation on the search path) was
-    built with; None while it holds nothing."""
-    return dict(conn.execute(_RECORDED).fetchall()).get("embedding_model")
-
-
-def check_index_model(conn: psycopg.Connection, embedder: Embedder) -> None:
-    """Raise IndexModelMismatchError unless `embedder` may read and write this index."""
-    _verify(dict(conn.execute(_RECORDED).fetchall()), embedder)
 
 
 async def recorded_model_async(conn: psycopg.AsyncConnection) -> str | None:
