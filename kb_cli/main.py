@@ -149,9 +149,9 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 def _searcher(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
     from kb_core.database import connect
     from kb_core.embeddings import make_embedder
-    from query_service.rerankers import make_reranker
-    from query_service.search import Searcher, configure_search_session
-    from query_service.synonyms import Synonyms
+    from kb_search.rerankers import make_reranker
+    from kb_search.search import Searcher, configure_search_session
+    from kb_search.synonyms import Synonyms
 
     conn = connect(url, autocommit=True)
     configure_search_session(conn)
@@ -162,7 +162,7 @@ def _searcher(settings: Settings, url: str):  # noqa: ANN202 - imports stay lazy
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from kb_core.evaluation import load_questions
+    from kb_search.evaluation import load_questions
 
     if (args.query is None) == (args.queries is None):
         print("give a QUERY or --queries FILE", file=sys.stderr)
@@ -192,9 +192,9 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    from kb_core.evaluation import load_questions, run_question_set
-    from query_service.answerers.judge import make_judge
-    from query_service.search import MODES
+    from kb_search.answerers.judge import make_judge
+    from kb_search.evaluation import load_questions, run_question_set
+    from kb_search.search import MODES
 
     questions = load_questions(Path(args.file))
     # --answers alone measures answers only (its JSON is the answers report); with --mode too,
@@ -209,7 +209,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         report = run_question_set(conn, questions, searcher, asker, groups=args.groups or (),
                                   k=args.k, modes=modes, judge=judge)
     if args.report:
-        from kb_core.report import render_html
+        from kb_search.report import render_html
 
         Path(args.report).write_text(
             render_html(report, sets=[args.file], generated=time.strftime("%Y-%m-%d %H:%M %Z")),
@@ -224,7 +224,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _print_eval(report: dict) -> None:
-    from kb_core.evaluation import compare_modes
+    from kb_search.evaluation import compare_modes
 
     if report["modes"]:
         print(compare_modes(report["modes"]))
@@ -252,8 +252,8 @@ def _print_eval(report: dict) -> None:
 
 
 def _make_asker(searcher):  # noqa: ANN001, ANN202 - imports stay lazy
-    from query_service.answerers import make_answerer
-    from query_service.asking import Asker
+    from kb_search.answerers import make_answerer
+    from kb_search.asking import Asker
 
     return Asker(searcher, make_answerer(os.environ.get("KB_LLM") or "extractive"))
 
@@ -268,9 +268,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     from psycopg_pool import ConnectionPool
 
-    from query_service.identity import Caller
-    from query_service.search import pooled_search_connection
-    from query_service.service import KnowledgeService
+    from kb_core.callers import Caller
+    from kb_search.knowledge import KnowledgeService
+    from kb_search.search import pooled_search_connection
 
     url = prepare_database(settings)
     conn, asker = _asker(settings, url)

@@ -45,7 +45,7 @@ def _print_json(payload: object) -> None:
 def cmd_token(args: argparse.Namespace, settings: Settings, url: str) -> int:
     """Run `kb token ACTION` against the migrated database at `url`; return the exit status."""
     from kb_core.database import connect
-    from query_service.identity import TokenNameTakenError, TokenStore
+    from kb_core.tokens import TokenNameTakenError, TokenStore
 
     with connect(url) as conn:
         if args.action == "create":

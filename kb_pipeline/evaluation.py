@@ -12,18 +12,18 @@ from datetime import UTC, datetime
 import dagster as dg
 import psycopg
 
-from kb_core.evaluation import load_question_sets, run_question_set
 from kb_core.index_model import check_index_model
-from kb_core.report import (
+from kb_core.settings import EvalSettings
+from kb_pipeline.assets import search_index
+from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_search.evaluation import load_question_sets, run_question_set
+from kb_search.report import (
     metric_values,
     metrics_markdown,
     misses_markdown,
     recall_svg,
     svg_data_uri,
 )
-from kb_core.settings import EvalSettings
-from kb_pipeline.assets import search_index
-from kb_pipeline.resources import EmbedderResource, PostgresResource
 
 __all__ = [
     "EVALUATION_AUTOMATION",
@@ -83,12 +83,12 @@ def evaluate_index(conn: psycopg.Connection, embedder_name: str, settings: EvalS
     KB_LLM), as `kb search` and `kb ask` build them; an LLM answerer also judges the answers'
     faithfulness (model-judged, never a check)."""
     from kb_core.embeddings import make_embedder
-    from query_service.answerers import make_answerer
-    from query_service.answerers.judge import make_judge
-    from query_service.asking import Asker
-    from query_service.rerankers import make_reranker
-    from query_service.search import Searcher, configure_search_session
-    from query_service.synonyms import Synonyms
+    from kb_search.answerers import make_answerer
+    from kb_search.answerers.judge import make_judge
+    from kb_search.asking import Asker
+    from kb_search.rerankers import make_reranker
+    from kb_search.search import Searcher, configure_search_session
+    from kb_search.synonyms import Synonyms
 
     questions = load_question_sets(settings.sets)
     embedder = make_embedder(embedder_name)

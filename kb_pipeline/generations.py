@@ -37,7 +37,6 @@ from kb_core.generations import (
     set_state,
 )
 from kb_core.index_model import IndexModelMismatchError
-from kb_core.report import metrics_markdown, misses_markdown
 from kb_core.settings import EvalSettings, Settings
 from kb_pipeline.access import AccessError
 from kb_pipeline.assets import INGEST_JOB, raw_config
@@ -47,6 +46,7 @@ from kb_pipeline.evaluation import evaluate_index
 from kb_pipeline.ingest import process_tags
 from kb_pipeline.resources import EmbedderResource, PostgresResource
 from kb_pipeline.stages import access_now, pipeline_version
+from kb_search.report import metrics_markdown, misses_markdown
 
 __all__ = [
     "GATE_JOB",

@@ -19,11 +19,12 @@ from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType
 from litestar.params import Body
 from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
-from query_service.asking import AskResult
+from kb_core.callers import Caller
+from kb_search.asking import AskResult
+from kb_search.knowledge import KnowledgeService, public
+from kb_search.search import SearchResult
 from query_service.errors import ServiceError
-from query_service.identity import Caller, IdentityError, identify
-from query_service.search import SearchResult
-from query_service.service import KnowledgeService, public
+from query_service.identity import IdentityError, identify
 
 __all__ = ["BEARER", "ErrorBody", "KnowledgeController", "provide_caller"]
 

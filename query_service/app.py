@@ -23,16 +23,16 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from kb_core.embeddings import UnknownEmbedderError, make_embedder
 from kb_core.index_model import recorded_model_async
-from query_service.answerers import make_answerer
+from kb_search.answerers import make_answerer
+from kb_search.asking import Asker
+from kb_search.knowledge import KnowledgeService
+from kb_search.rerankers import make_reranker
+from kb_search.search import Searcher, pooled_search_connection
+from kb_search.synonyms import Synonyms
 from query_service.api import BEARER, KnowledgeController
-from query_service.asking import Asker
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
-from query_service.rerankers import make_reranker
-from query_service.search import Searcher, pooled_search_connection
-from query_service.service import KnowledgeService
-from query_service.synonyms import Synonyms
 
 __all__ = ["ServiceConfig", "create_app"]
 

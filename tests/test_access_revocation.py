@@ -14,8 +14,8 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from kb_core.settings import Settings
+from kb_core.tokens import TokenStore
 from query_service.app import ServiceConfig, create_app
-from query_service.identity import TokenStore
 from tests.test_hostile_files import evaluate, launch, tick
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from query_service.answerers import (
+from kb_search.answerers import (
     NOT_FOUND,
     Answer,
     AnswererConfigError,
@@ -30,10 +30,10 @@ from query_service.answerers import (
     stream_with_fallback,
     verify,
 )
-from query_service.answerers.contract import answer_from_text
-from query_service.answerers.fallback import INTERRUPTED
-from query_service.answerers.judge import JUDGE_PROMPT, make_judge
-from query_service.answerers.prompt import SYSTEM_PROMPT, build_user_message
+from kb_search.answerers.contract import answer_from_text
+from kb_search.answerers.fallback import INTERRUPTED
+from kb_search.answerers.judge import JUDGE_PROMPT, make_judge
+from kb_search.answerers.prompt import SYSTEM_PROMPT, build_user_message
 from tests.fake_servers import QuietHandler, serve
 
 LOG = logging.getLogger("tests.answerers")
@@ -522,7 +522,7 @@ def test_judge_failure_costs_one_score_not_the_evaluation(monkeypatch):
 
 
 def test_judged_faithfulness_averages_the_found_answers_the_model_could_score(monkeypatch):
-    from kb_core.evaluation import judge_answers
+    from kb_search.evaluation import judge_answers
     from tests.test_evaluation import RULES, answered, asked
 
     def judging(body: dict) -> Reply:

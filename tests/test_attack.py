@@ -26,8 +26,8 @@ from litestar.testing import AsyncTestClient
 from schemathesis import GenerationMode
 
 from kb_core.database import connect
+from kb_core.tokens import TokenStore
 from query_service.app import ServiceConfig, create_app
-from query_service.identity import TokenStore
 from tests.fake_servers import FakeServer, fake_server
 from tests.test_soak import SAMPLES, ServiceProcess, ingest, new_database, running_service
 

@@ -31,8 +31,8 @@ from kb_core.database import connect
 from kb_core.embeddings import make_embedder
 from kb_pipeline.definitions import defs
 from kb_pipeline.ingest import ingest_paths
-from query_service.search import Searcher, configure_search_session
-from query_service.synonyms import Synonyms
+from kb_search.search import Searcher, configure_search_session
+from kb_search.synonyms import Synonyms
 
 GROUPS = ["all-employees"]
 _VERSION = re.compile(r"（第(\d+)版）")  # every sentence of bench.crash.document_text says it

@@ -15,7 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kb_core.evaluation import (
+from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
+from kb_core.settings import EvalSettings
+from kb_search.answerers import NOT_FOUND, Passage
+from kb_search.answerers.contract import answer_from_text
+from kb_search.asking import Asker, PreparedAnswer
+from kb_search.evaluation import (
     EvalQuestion,
     compare_modes,
     evaluate,
@@ -26,12 +31,7 @@ from kb_core.evaluation import (
     recall_curve,
     source_matches,
 )
-from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
-from kb_core.settings import EvalSettings
-from query_service.answerers import NOT_FOUND, Passage
-from query_service.answerers.contract import answer_from_text
-from query_service.asking import Asker, PreparedAnswer
-from query_service.search import Ranks, SearchHit, SearchResult
+from kb_search.search import Ranks, SearchHit, SearchResult
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = "/kb/docs"

@@ -31,8 +31,8 @@ from kb_pipeline import stages
 from kb_pipeline.batching import GENERATION_TAG
 from kb_pipeline.chunking import Chunk, chunk_document
 from kb_pipeline.definitions import defs
-from query_service.search import Searcher, configure_search_session
-from query_service.synonyms import Synonyms
+from kb_search.search import Searcher, configure_search_session
+from kb_search.synonyms import Synonyms
 from tests.fake_servers import fake_server
 from tests.test_embedders import openai_embeddings
 from tests.test_sensor import evaluate

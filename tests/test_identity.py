@@ -23,17 +23,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from kb_cli.tokens import add_token_parser, cmd_token
-from query_service.identity import (
-    Caller,
-    IdentityError,
-    JwtSettings,
-    JwtVerifier,
-    TokenNameTakenError,
-    TokenStore,
-    hash_token,
-    identify,
-    new_token,
-)
+from kb_core.callers import Caller
+from kb_core.tokens import TokenNameTakenError, TokenStore, hash_token, new_token
+from query_service.identity import IdentityError, JwtSettings, JwtVerifier, identify
 
 ISSUER = "https://idp.example.co.jp/realms/corp"
 AUDIENCE = "kb-search"

@@ -10,9 +10,15 @@ from html.parser import HTMLParser
 import pytest
 
 from kb_cli.main import main
-from kb_core.evaluation import EvalQuestion, evaluate, evaluate_answers, recall_curve
-from kb_core.report import metric_values, metrics_markdown, misses_markdown, recall_svg, render_html
 from kb_core.settings import REPO_ROOT
+from kb_search.evaluation import EvalQuestion, evaluate, evaluate_answers, recall_curve
+from kb_search.report import (
+    metric_values,
+    metrics_markdown,
+    misses_markdown,
+    recall_svg,
+    render_html,
+)
 
 DOCS = "/kb/docs"
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"

@@ -13,14 +13,14 @@ from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
-from query_service.rerankers import (
+from kb_search.rerankers import (
     Candidate,
     RerankerConfigError,
     UnknownRerankerError,
     make_reranker,
     rerank_or_fallback,
 )
-from query_service.rerankers.llm import build_prompt, parse_ranking
+from kb_search.rerankers.llm import build_prompt, parse_ranking
 from tests.fake_servers import FakeServer, QuietHandler, fake_server, serve
 
 LOG = logging.getLogger("tests.rerankers")

@@ -21,7 +21,7 @@ import pytest
 from kb_core.database import connect, start_embedded, stop_embedded
 from kb_core.migrations import migrate
 from kb_core.settings import REPO_ROOT, Settings
-from query_service.identity import TokenStore
+from kb_core.tokens import TokenStore
 from tests.test_soak import KB, ingest, running_service
 
 pytestmark = pytest.mark.slow

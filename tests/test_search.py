@@ -15,8 +15,8 @@ from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
 from kb_pipeline.definitions import defs
 from kb_pipeline.ingest import ingest_paths
-from query_service.search import MODES, Searcher, configure_search_session
-from query_service.synonyms import Synonyms
+from kb_search.search import MODES, Searcher, configure_search_session
+from kb_search.synonyms import Synonyms
 
 CORPUS = {
     "all/QC-2031_報告書.md": "# QC-2031 品質検査報告書\n\n対象製品ZP-2041の吐出量が"
@@ -162,7 +162,7 @@ def test_no_hit_ever_comes_from_a_document_outside_the_callers_groups(
 
 
 def test_reranker_reorders_the_fused_hits(corpus, conn, monkeypatch):
-    from query_service.rerankers import make_reranker
+    from kb_search.rerankers import make_reranker
     from tests.fake_servers import fake_server
 
     def reverse(body: dict) -> tuple[int, dict]:
@@ -183,7 +183,7 @@ def test_reranker_reorders_the_fused_hits(corpus, conn, monkeypatch):
 
 
 def test_failing_reranker_keeps_the_fused_order(corpus, conn, monkeypatch):
-    from query_service.rerankers import make_reranker
+    from kb_search.rerankers import make_reranker
     from tests.fake_servers import fake_server
 
     with fake_server({"/v2/rerank": lambda body: (500, {"message": "down"})}) as fake:
@@ -233,8 +233,8 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
     # only an iterative scan finds k of its chunks.
     import numpy as np
 
-    from query_service.planner import plan_question
-    from query_service.search import hybrid_search
+    from kb_search.planner import plan_question
+    from kb_search.search import hybrid_search
 
     rng = np.random.default_rng(3)
     axis = np.eye(1, 384, dtype=np.float32)[0]
@@ -282,9 +282,9 @@ def test_a_code_question_leans_on_the_keyword_leg_when_the_legs_disagree(
     # vector is the referral's own, so the vector leg ranks it first. Plain RRF ties them.
     from pgvector.psycopg import register_vector
 
-    import query_service.planner as planner
-    from query_service.planner import plan_question
-    from query_service.search import hybrid_search
+    import kb_search.planner as planner
+    from kb_search.planner import plan_question
+    from kb_search.search import hybrid_search
 
     root = tmp_path / "corpus" / "lean"
     root.mkdir(parents=True)

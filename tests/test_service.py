@@ -15,8 +15,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
+from kb_core.tokens import TokenStore
 from query_service.app import ServiceConfig, create_app
-from query_service.identity import JwtSettings, TokenStore
+from query_service.identity import JwtSettings
 from query_service.limits import RateLimiter
 from tests.fake_servers import fake_server
 

@@ -29,7 +29,7 @@ import pytest
 from bench.soak import eval_questions, soak
 from kb_core.database import connect
 from kb_core.settings import REPO_ROOT, Settings
-from query_service.identity import TokenStore
+from kb_core.tokens import TokenStore
 
 __all__ = ["KB", "ServiceProcess", "indexed_database", "ingest", "new_database",
            "running_service"]

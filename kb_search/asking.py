@@ -12,7 +12,7 @@ import msgspec
 import psycopg
 
 from kb_core.keywords import normalize
-from query_service.answerers import (
+from kb_search.answerers import (
     NOT_FOUND,
     Answer,
     Answerer,
@@ -22,7 +22,7 @@ from query_service.answerers import (
     stream_with_fallback,
     verify,
 )
-from query_service.search import Evidence, PreparedQuery, Searcher, SearchResult
+from kb_search.search import Evidence, PreparedQuery, Searcher, SearchResult
 
 __all__ = [
     "AskResult",

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from query_service.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
+from kb_search.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
 
 __all__ = ["OllamaAnswerer", "OllamaError"]
 

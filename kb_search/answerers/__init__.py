@@ -9,7 +9,7 @@ as a fallback, never the answer; then `verify` checks what the answer cites and 
 
 from __future__ import annotations
 
-from query_service.answerers.contract import (
+from kb_search.answerers.contract import (
     NOT_FOUND,
     Answer,
     Answerer,
@@ -18,12 +18,12 @@ from query_service.answerers.contract import (
     UnknownAnswererError,
     citations,
 )
-from query_service.answerers.fallback import (
+from kb_search.answerers.fallback import (
     StreamedAnswer,
     answer_with_fallback,
     stream_with_fallback,
 )
-from query_service.answerers.verification import verify
+from kb_search.answerers.verification import verify
 
 __all__ = [
     "NOT_FOUND",
@@ -45,19 +45,19 @@ def make_answerer(name: str) -> Answerer:
     """The answerer called `name` (KB_LLM): extractive (also when empty), claude, openai, ollama."""
     choice = name.strip().lower() or "extractive"
     if choice == "extractive":
-        from query_service.answerers.extractive import ExtractiveAnswerer
+        from kb_search.answerers.extractive import ExtractiveAnswerer
 
         return ExtractiveAnswerer()
     if choice == "claude":
-        from query_service.answerers.claude import ClaudeAnswerer
+        from kb_search.answerers.claude import ClaudeAnswerer
 
         return ClaudeAnswerer.from_env()
     if choice == "openai":
-        from query_service.answerers.openai import OpenAIAnswerer
+        from kb_search.answerers.openai import OpenAIAnswerer
 
         return OpenAIAnswerer.from_env()
     if choice == "ollama":
-        from query_service.answerers.ollama import OllamaAnswerer
+        from kb_search.answerers.ollama import OllamaAnswerer
 
         return OllamaAnswerer.from_env()
     raise UnknownAnswererError(

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from query_service.answerers.contract import (
+from kb_search.answerers.contract import (
     NOT_FOUND,
     Answer,
     AnswererConfigError,
     Passage,
     answer_from_text,
 )
-from query_service.answerers.prompt import SYSTEM_PROMPT, build_user_message
+from kb_search.answerers.prompt import SYSTEM_PROMPT, build_user_message
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from query_service.rerankers import Candidate
+from kb_search.rerankers import Candidate
 
 __all__ = ["KeepOrderReranker"]
 

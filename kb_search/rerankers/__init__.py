@@ -50,15 +50,15 @@ class UnknownRerankerError(RerankerConfigError):
 def make_reranker(name: str) -> Reranker:
     """The reranker called `name` (KB_RERANKER): none, cohere or llm."""
     if name == "none":
-        from query_service.rerankers.none import KeepOrderReranker
+        from kb_search.rerankers.none import KeepOrderReranker
 
         return KeepOrderReranker()
     if name == "cohere":
-        from query_service.rerankers.cohere import CohereReranker
+        from kb_search.rerankers.cohere import CohereReranker
 
         return CohereReranker.from_env()
     if name == "llm":
-        from query_service.rerankers.llm import LLMReranker
+        from kb_search.rerankers.llm import LLMReranker
 
         return LLMReranker.from_env()
     raise UnknownRerankerError(

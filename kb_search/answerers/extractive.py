@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from query_service.answerers.contract import NOT_FOUND, Answer, Passage, answer_from_text
+from kb_search.answerers.contract import NOT_FOUND, Answer, Passage, answer_from_text
 
 __all__ = ["ExtractiveAnswerer"]
 

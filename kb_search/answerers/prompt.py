@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from query_service.answerers.contract import NOT_FOUND, Passage
+from kb_search.answerers.contract import NOT_FOUND, Passage
 
 __all__ = ["SYSTEM_PROMPT", "build_user_message"]
 

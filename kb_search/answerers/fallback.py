@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import msgspec
 
-from query_service.answerers.contract import Answer, Answerer, Passage, citations
-from query_service.answerers.extractive import ExtractiveAnswerer
+from kb_search.answerers.contract import Answer, Answerer, Passage, citations
+from kb_search.answerers.extractive import ExtractiveAnswerer
 
 __all__ = ["INTERRUPTED", "StreamedAnswer", "answer_with_fallback", "stream_with_fallback"]
 

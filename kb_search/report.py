@@ -11,7 +11,7 @@ import base64
 import html
 from typing import Any
 
-from kb_core.evaluation import COLUMNS, mode_rows
+from kb_search.evaluation import COLUMNS, mode_rows
 
 __all__ = [
     "answer_rows",

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from decimal import Decimal
 
-from query_service.answerers.contract import CITATION, Answer, Passage, citations
+from kb_search.answerers.contract import CITATION, Answer, Passage, citations
 
 __all__ = ["verify"]
 

@@ -7,7 +7,7 @@ import os
 import httpx
 import msgspec
 
-from query_service.rerankers import Candidate, RerankerConfigError
+from kb_search.rerankers import Candidate, RerankerConfigError
 
 __all__ = ["CohereReranker"]
 

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import anthropic
 
-from query_service.answerers.chat import (
+from kb_search.answerers.chat import (
     MAX_ANSWER_TOKENS,
     ChatAnswerer,
     MalformedReplyError,
     timeout_s,
 )
-from query_service.answerers.contract import AnswererConfigError
+from kb_search.answerers.contract import AnswererConfigError
 
 __all__ = ["ClaudeAnswerer"]
 

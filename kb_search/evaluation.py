@@ -14,18 +14,15 @@ import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
+import psycopg
 
 from kb_core.queries import query
-
-if TYPE_CHECKING:  # kb_core must not import the service at run time
-    import psycopg
-
-    from query_service.answerers.judge import FaithfulnessJudge
-    from query_service.asking import Asker
-    from query_service.search import Searcher
+from kb_search.answerers.judge import FaithfulnessJudge
+from kb_search.asking import Asker
+from kb_search.search import Searcher
 
 __all__ = [
     "COLUMNS",
@@ -46,7 +43,7 @@ _CUTOFFS = (1, 5, 10)
 _DEPTH = 10  # MRR and nDCG are reported at 10 whatever k is
 _MODE_ORDER = ("hybrid", "vector", "keyword")
 COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
-# The wording of query_service/answerers/verification.py for a number or code of an answer that
+# The wording of kb_search/answerers/verification.py for a number or code of an answer that
 # no passage it cites contains (tests/test_evaluation.py holds the two together).
 _UNSUPPORTED = ("number ", "code ")
 

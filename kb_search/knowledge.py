@@ -13,12 +13,12 @@ import msgspec
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from kb_core.callers import Caller
 from kb_core.keywords import normalize
 from kb_core.queries import query
-from query_service.answerers import StreamedAnswer
-from query_service.asking import Asker, AskResult, KnownAnswer, PreparedAnswer
-from query_service.identity import Caller
-from query_service.search import Mode, SearchResult
+from kb_search.answerers import StreamedAnswer
+from kb_search.asking import Asker, AskResult, KnownAnswer, PreparedAnswer
+from kb_search.search import Mode, SearchResult
 
 __all__ = ["AnswerCache", "KnowledgeService", "public"]
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from html import escape
 
-from query_service.answerers.chat import ChatAnswerer
+from kb_search.answerers.chat import ChatAnswerer
 
 __all__ = ["JUDGE_PROMPT", "FaithfulnessJudge", "make_judge"]
 
@@ -57,7 +57,7 @@ class FaithfulnessJudge:
 
 def make_judge(llm: str) -> FaithfulnessJudge | None:
     """The judge for KB_LLM = `llm`: None for the extractive answerer, which is no model."""
-    from query_service.answerers import make_answerer
+    from kb_search.answerers import make_answerer
 
     answerer = make_answerer(llm)
     return FaithfulnessJudge(answerer) if isinstance(answerer, ChatAnswerer) else None

@@ -16,7 +16,7 @@ import re
 import msgspec
 
 from kb_core.keywords import CJK_RUN, normalize
-from query_service.synonyms import Synonyms
+from kb_search.synonyms import Synonyms
 
 __all__ = ["QueryPlan", "QueryTerm", "plan_question"]
 

@@ -17,9 +17,9 @@ from pgvector.psycopg import register_vector
 from kb_core.embeddings import Embedder, embedder_for_index
 from kb_core.index_model import recorded_model
 from kb_core.queries import query
-from query_service.planner import QueryPlan, plan_question
-from query_service.rerankers import Candidate, Reranker, rerank_or_fallback
-from query_service.synonyms import Synonyms
+from kb_search.planner import QueryPlan, plan_question
+from kb_search.rerankers import Candidate, Reranker, rerank_or_fallback
+from kb_search.synonyms import Synonyms
 
 __all__ = [
     "MODES",

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from html import escape
 
-from query_service.rerankers import Candidate, RerankerConfigError
+from kb_search.rerankers import Candidate, RerankerConfigError
 
 __all__ = ["LLMReranker", "build_prompt", "parse_ranking"]
 
