@@ -1,4 +1,5 @@
-# The two commands of README.md: `make up` runs the product, `make test` runs every test.
+# The two commands of README.md: `make up` runs the product, `make test` runs every test
+# (ruff, the import layers, then pytest).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -10,6 +11,7 @@ up: install
 
 test: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q
 
 install: $(STAMP)

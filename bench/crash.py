@@ -135,13 +135,10 @@ def kb_env(home: Path, database_url: str | None = None,
            dagster_database_url: str | None = None) -> dict[str, str]:
     """Environment of a `kb` process: its own KB_HOME, the hashing embedder, and the given
     databases (else the embedded server under KB_HOME)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "DAGSTER_"))}
-    env.update(KB_HOME=str(home), KB_EMBEDDER="hashing")
-    if database_url:
-        env["KB_DATABASE_URL"] = database_url
-    if dagster_database_url:
-        env["KB_DAGSTER_DATABASE_URL"] = dagster_database_url
-    return env
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "DAGSTER_"))}
+    databases = {"KB_DATABASE_URL": database_url, "KB_DAGSTER_DATABASE_URL": dagster_database_url}
+    return {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": "hashing",
+            **{name: url for name, url in databases.items() if url}}
 
 
 def start_ingest(env: dict[str, str], folder: Path) -> subprocess.Popen[str]:
@@ -216,9 +213,10 @@ class IndexChecker:
 
     def __init__(self, corpus: Corpus) -> None:
         from kb_core.embeddings import make_embedder
+        from kb_core.settings import EmbedderSettings
 
         self.corpus = corpus
-        self.embedder = make_embedder("hashing")
+        self.embedder = make_embedder(EmbedderSettings(name="hashing"))
         self._expected: dict[str, list[str]] = {}
 
     def chunk_texts(self, checksum: str) -> list[str]:
@@ -346,8 +344,7 @@ def main() -> None:
 
     home = Path("/tmp") / f"kbcrash-{uuid.uuid4().hex[:8]}"  # short: the socket lives in it
     env = kb_env(home)
-    settings = Settings(home=home, database_url=None, dagster_database_url=None, docs_dirs=(),
-                        embedder="hashing", max_file_bytes=50 * 2**20)
+    settings = Settings.from_env(env)
     url = database_url(settings)
     migrate(url)
     print(f"seed {seed}; {args.docs} documents, {args.kills} kills; KB_HOME {home}", flush=True)

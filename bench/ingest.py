@@ -19,6 +19,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kb_pipeline.in_process import IngestSummary
 
 _TOPICS = [
     "出張", "経費", "休暇", "安全衛生", "情報管理", "品質", "購買", "研修", "設備", "在宅勤務",
@@ -50,49 +54,49 @@ def make_corpus(folder: Path, docs: int, seed: int = 7) -> None:
         (folder / f"doc{d:05}.md").write_text("\n".join(lines), encoding="utf-8")
 
 
-def _ingest(folder: Path, embedder: str) -> tuple[float, object]:
-    import dagster as dg
+def _environment(home: Path, embedder: str) -> dict[str, str]:
+    """Environment of an installation under `home` with its own embedded PostgreSQL and
+    Dagster instance, and `embedder`."""
+    own = ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL")
+    inherited = {k: v for k, v in os.environ.items() if k not in own}
+    return {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": embedder}
 
-    from kb_cli.dagster_home import prepare_dagster_home
-    from kb_cli.main import prepare_database
+
+def _ingest(folder: Path, env: dict[str, str]) -> tuple[float, IngestSummary]:
+    from kb_cli.dagster_home import dagster_instance
+    from kb_cli.database import prepare_database
     from kb_core.settings import Settings
-    from kb_pipeline.definitions import defs
-    from kb_pipeline.ingest import ingest_paths
+    from kb_pipeline.in_process import ingest_paths
 
-    os.environ["KB_EMBEDDER"] = embedder
-    settings = Settings.from_env()
-    url = prepare_database(settings)
-    prepare_dagster_home(settings)
-    with dg.DagsterInstance.get() as instance:
+    settings = prepare_database(Settings.from_env(env))
+    with dagster_instance(settings) as instance:
         started = time.perf_counter()
-        summary = ingest_paths([folder], None, settings, url, instance, defs)
+        summary = ingest_paths([folder], None, settings, instance)
         return time.perf_counter() - started, summary
 
 
 def _fresh_home() -> Path:
-    home = Path("/tmp") / f"kbbench-{uuid.uuid4().hex[:8]}"
-    os.environ["KB_HOME"] = str(home)
-    os.environ.pop("KB_DATABASE_URL", None)
-    return home
+    return Path("/tmp") / f"kbbench-{uuid.uuid4().hex[:8]}"  # short: the socket lives in it
 
 
-def _drop_home(home: Path) -> None:
+def _drop_home(home: Path, env: dict[str, str]) -> None:
     from kb_core.database import stop_embedded
     from kb_core.settings import Settings
 
-    stop_embedded(Settings.from_env())
+    stop_embedded(Settings.from_env(env))
     shutil.rmtree(home, ignore_errors=True)
 
 
-def _raw_embedding_s(home: Path, embedder_name: str) -> float:
+def _raw_embedding_s(env: dict[str, str]) -> float:
     """Time to embed every indexed chunk text directly, in the pipeline's batch size."""
     from kb_core.database import connect, database_url
     from kb_core.embeddings import make_embedder
     from kb_core.settings import Settings
 
-    with connect(database_url(Settings.from_env())) as conn:
+    settings = Settings.from_env(env)
+    with connect(database_url(settings)) as conn:
         texts = [r[0] for r in conn.execute("SELECT DISTINCT search_text FROM chunks")]
-    embedder = make_embedder(embedder_name)
+    embedder = make_embedder(settings.embedder)
     started = time.perf_counter()
     for i in range(0, len(texts), 32):
         embedder.embed_documents(texts[i : i + 32])
@@ -103,13 +107,14 @@ def cold(folder: Path, embedder: str, repeat: int) -> dict[str, float]:
     times, summary, raw = [], None, []
     for _ in range(repeat):
         home = _fresh_home()
+        env = _environment(home, embedder)
         try:
-            elapsed, summary = _ingest(folder, embedder)
+            elapsed, summary = _ingest(folder, env)
             times.append(elapsed)
             if embedder != "hashing":
-                raw.append(_raw_embedding_s(home, embedder))
+                raw.append(_raw_embedding_s(env))
         finally:
-            _drop_home(home)
+            _drop_home(home, env)
     median = statistics.median(times)
     out = {"seconds": median, "docs_per_s": summary.ingested / median,
            "chunks_per_s": summary.chunks / median, "chunks": summary.chunks,
@@ -122,20 +127,21 @@ def cold(folder: Path, embedder: str, repeat: int) -> dict[str, float]:
 def warm(folder: Path, repeat: int) -> dict[str, float]:
     """Re-run over the unchanged corpus, and reprocessing of one edited document."""
     home = _fresh_home()
+    env = _environment(home, "hashing")
     try:
-        _ingest(folder, "hashing")
-        rerun = [_ingest(folder, "hashing")[0] for _ in range(repeat)]
+        _ingest(folder, env)
+        rerun = [_ingest(folder, env)[0] for _ in range(repeat)]
         edits = []
         target = folder / "doc00000.md"
         original = target.read_text(encoding="utf-8")
         for i in range(repeat):
             addendum = f"\n追記{i}：本規程は必要に応じて見直す。\n"
             target.write_text(original + addendum, encoding="utf-8")
-            edits.append(_ingest(folder, "hashing")[0])
+            edits.append(_ingest(folder, env)[0])
         target.write_text(original, encoding="utf-8")
         return {"rerun_s": statistics.median(rerun), "one_edit_s": statistics.median(edits)}
     finally:
-        _drop_home(home)
+        _drop_home(home, env)
 
 
 def main() -> None:

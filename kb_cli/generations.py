@@ -6,41 +6,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 import msgspec
 
+from kb_cli.dagster_home import dagster_instance
+from kb_cli.database import prepare_database
+from kb_core.database import connect
+from kb_core.generations import GenerationError, discard_generation, list_generations
 from kb_core.settings import Settings
+from kb_pipeline.defs.generations import generation_running
+from kb_pipeline.in_process import rebuild_in_process
 
-__all__ = ["add_generation_parser", "cmd_generation"]
-
-
-def add_generation_parser(sub: argparse._SubParsersAction,
-                          func: Callable[[argparse.Namespace, Settings], int]) -> None:
-    """Add `generation list|rebuild|discard` to the `kb` subcommands, dispatched to `func`."""
-    gen = sub.add_parser("generation", help="index generations: list, rebuild, discard")
-    actions = gen.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="every generation with its state and gate figures")
-    rebuild = actions.add_parser(
-        "rebuild", help="rebuild every document into a new generation, evaluate it, and "
-                        "publish it if its gates pass")
-    discard = actions.add_parser("discard", help="drop a generation that is not live")
-    discard.add_argument("id", type=int)
-    for parser in (listing, rebuild, discard):
-        parser.add_argument("--json", action="store_true")
-    gen.set_defaults(func=func)
+__all__ = ["run"]
 
 
-def cmd_generation(args: argparse.Namespace, settings: Settings, url: str) -> int:
-    """Run `kb generation ACTION` against the migrated database at `url`."""
-    from kb_core.database import connect
-    from kb_core.generations import GenerationError, discard_generation, list_generations
-
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    settings = prepare_database(settings)
     if args.action == "rebuild":
-        return _rebuild(args, settings, url)
-    with connect(url, autocommit=True) as conn:
+        return _rebuild(args, settings)
+    with connect(settings.database_url, autocommit=True) as conn:
         if args.action == "discard":
-            if _rebuild_running(args.id):
+            if _rebuild_running(settings, args.id):
                 print(f"generation {args.id} is still being built or evaluated",
                       file=sys.stderr)
                 return 1
@@ -54,23 +40,14 @@ def cmd_generation(args: argparse.Namespace, settings: Settings, url: str) -> in
     return 0
 
 
-def _rebuild_running(generation_id: int) -> bool:
-    import dagster as dg
-
-    from kb_pipeline.generations import generation_running
-
-    with dg.DagsterInstance.get() as instance:
+def _rebuild_running(settings: Settings, generation_id: int) -> bool:
+    with dagster_instance(settings) as instance:
         return generation_running(instance, generation_id)
 
 
-def _rebuild(args: argparse.Namespace, settings: Settings, url: str) -> int:
-    import dagster as dg
-
-    from kb_pipeline.definitions import defs
-    from kb_pipeline.generations import rebuild_in_process
-
-    with dg.DagsterInstance.get() as instance:
-        gen = rebuild_in_process(settings, url, instance, defs)
+def _rebuild(args: argparse.Namespace, settings: Settings) -> int:
+    with dagster_instance(settings) as instance:
+        gen = rebuild_in_process(settings, instance)
     _show(args, [gen.as_json()])
     return 0 if gen.state == "live" else 1
 

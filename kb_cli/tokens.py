@@ -5,49 +5,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 import msgspec
 
+from kb_cli.database import prepare_database
+from kb_core.database import connect
 from kb_core.settings import Settings
+from kb_core.tokens import TokenNameTakenError, TokenStore
 
-__all__ = ["add_token_parser", "cmd_token"]
-
-
-def _groups(value: str) -> tuple[str, ...]:
-    groups = tuple(g.strip() for g in value.split(",") if g.strip())
-    if not groups:
-        raise argparse.ArgumentTypeError("give at least one group, e.g. --groups hr,managers")
-    return groups
-
-
-def add_token_parser(sub: argparse._SubParsersAction,
-                     func: Callable[[argparse.Namespace, Settings], int]) -> None:
-    """Add `token create|list|revoke` to the `kb` subcommands, dispatched to `func`."""
-    token = sub.add_parser("token", help="API tokens for apps")
-    actions = token.add_subparsers(dest="action", required=True)
-    create = actions.add_parser("create", help="make a token (printed once) for an app")
-    create.add_argument("name")
-    create.add_argument("--groups", type=_groups, required=True,
-                        help="the groups whose documents the app may read")
-    listing = actions.add_parser("list", help="list tokens (never the tokens themselves)")
-    revoke = actions.add_parser("revoke", help="revoke the live token of that name")
-    revoke.add_argument("name")
-    for parser in (create, listing, revoke):
-        parser.add_argument("--json", action="store_true")
-    token.set_defaults(func=func)
+__all__ = ["run"]
 
 
 def _print_json(payload: object) -> None:
     sys.stdout.write(msgspec.json.encode(payload).decode() + "\n")
 
 
-def cmd_token(args: argparse.Namespace, settings: Settings, url: str) -> int:
-    """Run `kb token ACTION` against the migrated database at `url`; return the exit status."""
-    from kb_core.database import connect
-    from kb_core.tokens import TokenNameTakenError, TokenStore
-
-    with connect(url) as conn:
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(prepare_database(settings).database_url) as conn:
         if args.action == "create":
             try:
                 token = TokenStore.create(conn, args.name, args.groups)

@@ -9,10 +9,20 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["CJK_RUN", "KEYWORDS_VERSION", "normalize", "terms", "to_tsvector_literal"]
+__all__ = [
+    "CJK_RUN",
+    "CONTENT_RUN",
+    "KEYWORDS_VERSION",
+    "bigrams",
+    "normalize",
+    "terms",
+    "to_tsvector_literal",
+]
 
 # Part of the pipeline version: changing what `terms` emits means re-indexing.
-KEYWORDS_VERSION = "3"
+# 4: 々〆〇, the kanji of CJK extensions B and later and the small katakana ㇰ-ㇿ join CJK runs.
+#    Before, 人々 was indexed as 人 alone (々 fell between runs) while questions asked for 人々.
+KEYWORDS_VERSION = "4"
 
 # Dashes and minus signs that people type inside codes; NFKC leaves most of them alone.
 _DASHES = re.compile(r"[\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff0d\u30fc\uff70]")
@@ -20,10 +30,17 @@ _KANJI_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "三": 3, "四": 4, "�
                  "六": 6, "七": 7, "八": 8, "九": 9}
 _KANJI_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ARTICLE = re.compile(r"第([〇零一二三四五六七八九十百千]+)([条章節項号款編])")
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u0e00-\u0e7f\uac00-\ud7af"
+# The characters of 2-gram runs, declared once for the index and the question planner: kanji
+# with the marks written as kanji (々 iteration, 〆 shime, 〇 zero) and CJK extension B on (𠮷),
+# katakana with ー and ヶ, hiragana; Thai and Hangul are split into 2-grams too. The planner
+# weighs 2-grams of kanji and katakana (content) above those touching hiragana (grammar).
+_KANJI = r"\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+_CONTENT = rf"{_KANJI}\u30a0-\u30ff\u31f0-\u31ff"
+_CJK = rf"\u3040-\u309f{_CONTENT}\u0e00-\u0e7f\uac00-\ud7af"
 # A code: letters and digits joined by dashes (zp-2041, qc-2031); else a Latin word or digit run.
 _TOKEN = re.compile(rf"[a-z0-9]+(?:-[a-z0-9]+)*|[{_CJK}]+")
 CJK_RUN = re.compile(rf"[{_CJK}]+")
+CONTENT_RUN = re.compile(rf"[{_CONTENT}]+")
 _CODE_DASH = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
 _UNHYPHENATED_CODE = re.compile(r"(?<![a-z0-9-])([a-z]{1,6})(\d{2,})(?![a-z0-9])")
 _MAX_POSITION = 16383  # PostgreSQL's limit for a tsvector position
@@ -51,6 +68,11 @@ def normalize(text: str) -> str:
     return _UNHYPHENATED_CODE.sub(r"\1-\2", text)
 
 
+def bigrams(run: str) -> list[str]:
+    """The overlapping 2-grams of `run`, in order; none for fewer than two characters."""
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def terms(text: str) -> list[str]:
     """The keyword terms of `text`, in order: CJK 2-grams, Latin words, digit runs and codes."""
     out: list[str] = []
@@ -61,10 +83,8 @@ def terms(text: str) -> list[str]:
             out.extend(parts)
             if len(parts) > 1:
                 out.append(token)
-        elif len(token) == 1:
-            out.append(token)
         else:
-            out.extend(token[i : i + 2] for i in range(len(token) - 1))
+            out.extend(bigrams(token))
             # Every character but the last starts a 2-gram, which a one-character query finds
             # by prefix ('寮':*); the last one is kept alone so that it is found too.
             out.append(token[-1])

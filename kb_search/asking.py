@@ -127,12 +127,8 @@ class Asker:
                     f"best keyword coverage {coverage:.2f}")
         return None
 
-    def ask(self, conn: psycopg.Connection, question: str, groups: list[str],
-            query_id: str) -> AskResult:
-        """The whole answer; no model is called when retrieval found nothing relevant."""
-        return self.answer(self.retrieve(conn, question, groups), question, query_id)
-
     def answer(self, prepared: PreparedAnswer, question: str, query_id: str) -> AskResult:
+        """The whole answer; no model is called when retrieval found nothing relevant."""
         if not prepared.evidence_found:
             return self.finish(prepared, _not_found(self.answerer), query_id)
         answer = answer_with_fallback(self.answerer, question, prepared.passages, log)

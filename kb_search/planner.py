@@ -15,12 +15,11 @@ import re
 
 import msgspec
 
-from kb_core.keywords import CJK_RUN, normalize
+from kb_core.keywords import CJK_RUN, CONTENT_RUN, bigrams, normalize
 from kb_search.synonyms import Synonyms
 
 __all__ = ["QueryPlan", "QueryTerm", "plan_question"]
 
-_CONTENT = re.compile(r"[\u30a0-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々〆ヶ]+")
 _CODE = re.compile(r"(?<![a-z0-9])[a-z]{1,6}(?:-[a-z0-9]+)*-?\d{2,}[a-z0-9]*(?:-[a-z0-9]+)*")
 _ARTICLE = re.compile(r"第(\d+)([条章節項号])")
 _LATIN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -62,10 +61,10 @@ def _quote(term: str) -> str:
 
 def _content_terms(text: str, weight: float, out: dict[str, QueryTerm],
                    phrases: list[str]) -> None:
-    for run in _CONTENT.findall(text):
-        if len(run) == 1:
+    for run in CONTENT_RUN.findall(text):
+        grams = bigrams(run)
+        if not grams:
             continue
-        grams = [run[i : i + 2] for i in range(len(run) - 1)]
         phrase = None
         if len(grams) > 1:
             phrase = len(phrases)
@@ -76,9 +75,8 @@ def _content_terms(text: str, weight: float, out: dict[str, QueryTerm],
 
 def _grammar_terms(text: str, out: dict[str, QueryTerm]) -> None:
     for run in CJK_RUN.findall(text):
-        for i in range(len(run) - 1):
-            gram = run[i : i + 2]
-            if not _CONTENT.fullmatch(gram):
+        for gram in bigrams(run):
+            if not CONTENT_RUN.fullmatch(gram):
                 _add(out, QueryTerm(gram, GRAMMAR_WEIGHT))
 
 
@@ -112,7 +110,7 @@ def plan_question(question: str, synonyms: Synonyms | None = None) -> QueryPlan:
     if not terms:
         # Only lone characters (寮は？): search them as prefixes of 2-grams. In a longer
         # question they would match far too many 2-grams to help.
-        for char in dict.fromkeys(_CONTENT.findall(text)):
+        for char in dict.fromkeys(CONTENT_RUN.findall(text)):
             _add(terms, QueryTerm(char, CONTENT_WEIGHT, prefix=True))
     _grammar_terms(text, terms)
     for form in expansions:

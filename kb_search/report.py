@@ -1,6 +1,7 @@
 """The evaluation report: one `run_question_set` result as Markdown (the Dagster UI), flat
-numbers (Dagster plots them over materializations) and one self-contained HTML file with a
-hand-drawn SVG plot of Recall@k against k per mode (`kb eval --report`).
+numbers (Dagster plots them over materializations), plain text (`kb eval`) and one
+self-contained HTML file with a hand-drawn SVG plot of Recall@k against k per mode
+(`kb eval --report`).
 
 Nothing here loads from outside the file: no scripts, fonts, images or style sheets by URL.
 """
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 import base64
 import html
+from pathlib import Path
 from typing import Any
 
-from kb_search.evaluation import COLUMNS, mode_rows
+from kb_search.evaluation import COLUMNS, compare_modes, mode_rows
 
 __all__ = [
     "answer_rows",
@@ -21,6 +23,7 @@ __all__ = [
     "recall_svg",
     "render_html",
     "svg_data_uri",
+    "text_report",
 ]
 
 MISSES_SHOWN = 30  # per mode and for answers; the rest is counted
@@ -236,3 +239,33 @@ def _html_table(header: list[str], rows: list[list[str]], css_id: str) -> str:
 def _html_list(items: Any) -> str:
     entries = "".join(f"<li>{item}</li>" for item in items)
     return f"<ul>{entries}</ul>" if entries else "<p>none</p>"
+
+
+# --- the text report (`kb eval` without --json) ----------------------------------------------
+
+def text_report(report: dict[str, Any]) -> str:
+    """The report as plain text: the mode table, each mode's misses, then the answers."""
+    lines = [compare_modes(report["modes"])] if report["modes"] else []
+    for mode, metrics in report["modes"].items():
+        lines.append(f"\n{mode}: {len(metrics['misses'])} misses at k={report['k']}")
+        lines += [f"  {miss['question']}  → expected {miss['expected_source']}, "
+                  f"got {', '.join(Path(t).name for t in miss['top'])}"
+                  for miss in metrics["misses"]]
+    answers = report["answers"]
+    if answers:
+        lines += [
+            f"\nanswerable questions answered citing the expected document: "
+            f"{answers['cited_expected_rate']:.1%} of {answers['answerable']}",
+            f"not found: precision {answers['not_found_precision']:.1%}, recall "
+            f"{answers['not_found_recall']:.1%} over {answers['unanswerable']} unanswerable",
+            f"numbers and codes found in a cited passage: {answers['numbers_match_rate']:.1%}"
+            f" of {answers['found']} answers; verified answers: {answers['verified_rate']:.1%}",
+            f"answers citing a document outside the question's groups: "
+            f"{answers['forbidden_citations']}",
+        ]
+        if answers.get("judged_faithfulness") is not None:
+            lines.append(f"faithfulness, {answers['judge']} (not a gate): "
+                         f"{answers['judged_faithfulness']:.1%} over {answers['judged']} answers")
+        lines += [f"  {wrong['question']} ({'; '.join(wrong['reasons'])}) "
+                  f"→ {wrong['answer'][:60]!r}" for wrong in answers["wrong"]]
+    return "\n".join(lines)

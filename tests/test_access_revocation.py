@@ -5,6 +5,7 @@ sensor, real Dagster runs and a real PostgreSQL; the deterministic `hashing` emb
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,9 +14,9 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from kb_core.settings import Settings
+from kb_core.settings import ServiceSettings, Settings
 from kb_core.tokens import TokenStore
-from query_service.app import ServiceConfig, create_app
+from query_service.app import create_app
 from tests.test_hostile_files import evaluate, launch, tick
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -56,7 +57,8 @@ def tokens(conn: psycopg.Connection) -> dict[str, dict[str, str]]:
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:
-    app = create_app(ServiceConfig(database_url=settings.database_url, embedder="hashing"))
+    unlimited = ServiceSettings(rate_limit_per_minute=0)
+    app = create_app(dataclasses.replace(settings, service=unlimited))
     async with AsyncTestClient(app=app) as c:
         yield c
 
@@ -139,7 +141,7 @@ async def test_revocation_reaches_documents_whose_new_version_is_pending_or_fail
     assert len(result.run_requests) == 1
     assert hr_paths(await reached(client, tokens["manager"])) == set()
     assert hr_paths(await reached(client, tokens["hr"])) >= {"company/hr/賞与規程.md"}
-    launch(instance, result)
+    launch(settings, instance, result)
     assert hr_paths(await reached(client, tokens["manager"])) == set()
     groups = dict(conn.execute("SELECT path, allowed_groups FROM documents"))
     assert groups["company/hr/給与規程.md"] == groups["company/hr/賞与規程.md"] == ["hr"]

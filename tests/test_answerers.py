@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kb_core.settings import AnswererSettings
 from kb_search.answerers import (
     NOT_FOUND,
     Answer,
@@ -34,6 +35,7 @@ from kb_search.answerers.contract import answer_from_text
 from kb_search.answerers.fallback import INTERRUPTED
 from kb_search.answerers.judge import JUDGE_PROMPT, make_judge
 from kb_search.answerers.prompt import SYSTEM_PROMPT, build_user_message
+from tests import configured
 from tests.fake_servers import QuietHandler, serve
 
 LOG = logging.getLogger("tests.answerers")
@@ -282,8 +284,8 @@ def replying(provider: str, deltas: list[str]) -> Callable[[dict], Reply]:
     return reply
 
 
-def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point `provider` at the server at `url`; the KB_LLM name that selects it."""
+def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> AnswererSettings:
+    """Point `provider` at the server at `url`; the configuration that selects it."""
     if provider == "claude":
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
@@ -292,11 +294,11 @@ def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> str:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
     else:
         monkeypatch.setenv("OLLAMA_HOST", url)
-    return provider
+    return configured.answerer(provider)
 
 
 def extractive_answer(question: str = QUESTION, passages: list[Passage] = PASSAGES) -> Answer:
-    return make_answerer("extractive").answer(question, passages)
+    return make_answerer(configured.answerer("extractive")).answer(question, passages)
 
 
 def document_blocks(user_message: str) -> list[tuple[int, str]]:
@@ -354,7 +356,7 @@ def test_extractive_uses_at_most_the_first_five_passages():
 
 
 def test_extractive_stream_joins_to_its_answer():
-    answerer = make_answerer("extractive")
+    answerer = make_answerer(configured.answerer("extractive"))
     deltas = list(answerer.stream("有給休暇は何日もらえますか", [NOTICE, GRANT]))
     assert answerer.finish("".join(deltas)) == answerer.answer("有給休暇は何日もらえますか",
                                                                [NOTICE, GRANT])
@@ -542,13 +544,13 @@ def test_judged_faithfulness_averages_the_found_answers_the_model_could_score(mo
 
 
 def test_the_extractive_answerer_has_no_judge():
-    assert make_judge("extractive") is None
+    assert make_judge(configured.answerer("extractive")) is None
 
 
 def test_ollama_host_may_be_given_without_a_scheme(monkeypatch):
     with model_server(replying("ollama", MODEL_DELTAS)) as server:
         monkeypatch.setenv("OLLAMA_HOST", server.url.removeprefix("http://"))
-        answer = make_answerer("ollama").answer(QUESTION, PASSAGES)
+        answer = make_answerer(configured.answerer("ollama")).answer(QUESTION, PASSAGES)
     assert answer.text == MODEL_TEXT
 
 
@@ -766,7 +768,8 @@ def test_stream_failing_mid_way_keeps_what_was_sent_says_so_and_adds_the_extract
 
 
 def test_streamed_answer_has_no_result_before_it_is_read_and_is_read_once():
-    streamed = stream_with_fallback(make_answerer("extractive"), QUESTION, PASSAGES, LOG)
+    extractive = make_answerer(configured.answerer("extractive"))
+    streamed = stream_with_fallback(extractive, QUESTION, PASSAGES, LOG)
     with pytest.raises(RuntimeError, match="not finished"):
         streamed.result()
     assert "".join(streamed) == streamed.result().text == extractive_answer().text
@@ -776,12 +779,13 @@ def test_streamed_answer_has_no_result_before_it_is_read_and_is_read_once():
 
 # Choosing an answerer.
 def test_extractive_is_the_default_answerer():
-    assert make_answerer("").name == make_answerer("Extractive").name == "extractive"
+    default, named = (make_answerer(configured.answerer(llm)) for llm in ("", "Extractive"))
+    assert default.name == named.name == "extractive"
 
 
 def test_unknown_answerer_name_raises_a_value_error_naming_the_choices():
     with pytest.raises(ValueError, match="extractive, claude, openai or ollama") as raised:
-        make_answerer("gemini")
+        make_answerer(configured.answerer("gemini"))
     assert isinstance(raised.value, UnknownAnswererError)
 
 
@@ -789,11 +793,12 @@ def test_unknown_answerer_name_raises_a_value_error_naming_the_choices():
                          [("claude", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
 def test_llm_without_its_api_key_fails_at_construction_naming_the_variable(name, variable):
     with pytest.raises(AnswererConfigError, match=f"KB_LLM={name} needs {variable}"):
-        make_answerer(name)
+        make_answerer(configured.answerer(name))
 
 
 def test_ollama_needs_no_key_and_a_bad_timeout_fails_at_construction(monkeypatch):
-    assert make_answerer("ollama").name == "ollama/qwen2.5:7b"
+    assert make_answerer(configured.answerer("ollama")).name == "ollama/qwen2.5:7b"
     monkeypatch.setenv("KB_LLM_TIMEOUT_S", "soon")
-    with pytest.raises(AnswererConfigError, match="KB_LLM_TIMEOUT_S"):
-        make_answerer("ollama")
+    # Refused where the configuration is read, before any answerer is built.
+    with pytest.raises(ValueError, match="KB_LLM_TIMEOUT_S"):
+        make_answerer(configured.answerer("ollama"))

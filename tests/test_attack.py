@@ -26,8 +26,9 @@ from litestar.testing import AsyncTestClient
 from schemathesis import GenerationMode
 
 from kb_core.database import connect
+from kb_core.settings import EmbedderSettings, ServiceSettings, Settings
 from kb_core.tokens import TokenStore
-from query_service.app import ServiceConfig, create_app
+from query_service.app import create_app
 from tests.fake_servers import FakeServer, fake_server
 from tests.test_soak import SAMPLES, ServiceProcess, ingest, new_database, running_service
 
@@ -57,6 +58,13 @@ class Target:
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token or self.app_token}"}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=30)
+
+
+def service_settings(url: str) -> Settings:
+    """The in-process app's configuration: the database at `url`, the stand-in embedder, no
+    rate limit."""
+    return Settings(home=Path("/tmp"), database_url=url, embedder=EmbedderSettings("hashing"),
+                    service=ServiceSettings(rate_limit_per_minute=0))
 
 
 def _claude_reply(body: dict) -> tuple[int, dict]:
@@ -251,8 +259,7 @@ async def test_tokens_are_compared_as_hashes_in_constant_time(target, monkeypatc
         return real(a, b)
 
     monkeypatch.setattr(hmac, "compare_digest", spying)
-    async with AsyncTestClient(app=create_app(ServiceConfig(database_url=target.url,
-                                                            embedder="hashing"))) as client:
+    async with AsyncTestClient(app=create_app(service_settings(target.url))) as client:
         ok = await client.post("/v1/search", json={"query": "有給"},
                                headers={"Authorization": f"Bearer {target.app_token}"})
         near = target.app_token[:-1] + ("A" if target.app_token[-1] != "A" else "B")
@@ -282,8 +289,7 @@ async def test_tokens_appear_in_no_log_at_debug_level(target):
     collected = Collected()
     root = logging.getLogger()
     level = root.level
-    async with AsyncTestClient(app=create_app(ServiceConfig(database_url=target.url,
-                                                            embedder="hashing"))) as client:
+    async with AsyncTestClient(app=create_app(service_settings(target.url))) as client:
         # After start-up: the app's logging configuration replaces the root's handlers.
         root.addHandler(collected)
         root.setLevel(logging.DEBUG)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from kb_pipeline import checks
-from kb_pipeline.definitions import defs
-from kb_pipeline.ingest import ingest_paths
-from kb_pipeline.resources import PostgresResource
+from kb_pipeline.defs import checks
+from kb_pipeline.defs.resources import PostgresResource
+from kb_pipeline.in_process import ingest_paths
 
 
 @pytest.fixture
@@ -19,7 +18,7 @@ def indexed(settings, instance, tmp_path, conn):
     for name in ("a", "b"):
         sections = "\n".join(f"## 第{i}条（見出し{i}）\n\n{name}の条文{i}。\n" for i in range(1, 8))
         (folder / f"{name}.md").write_text(f"# 規程{name}\n\n{sections}\n", encoding="utf-8")
-    summary = ingest_paths([folder], None, settings, settings.database_url, instance, defs)
+    summary = ingest_paths([folder], None, settings, instance)
     assert summary.ingested == 2
     assert conn.execute("SELECT min(n) FROM (SELECT count(*) n FROM chunks GROUP BY "
                         "document_id) t").fetchone()[0] >= 3
@@ -81,7 +80,7 @@ def test_a_run_over_a_broken_index_fails_its_blocking_check(settings, instance, 
                                                            tmp_path):
     conn.execute("UPDATE chunks SET allowed_groups = '{everyone}' WHERE chunk_index = 0")
     (tmp_path / "kb" / "c.md").write_text("# C\n\n本文。\n", encoding="utf-8")
-    ingest_paths([tmp_path / "kb"], None, settings, settings.database_url, instance, defs)
+    ingest_paths([tmp_path / "kb"], None, settings, instance)
     run = instance.get_run_records(limit=1)[0].dagster_run
     assert run.status == dg.DagsterRunStatus.FAILURE
     evaluations = [

@@ -29,8 +29,8 @@ from bench.crash import (
 )
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
-from kb_pipeline.definitions import defs
-from kb_pipeline.ingest import ingest_paths
+from kb_core.settings import EmbedderSettings
+from kb_pipeline.in_process import ingest_paths
 from kb_search.search import Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
 
@@ -94,7 +94,7 @@ class SearchReader(_Reader):
 
     def __init__(self, url: str, uri: str, question: str) -> None:
         super().__init__(url, uri)
-        self.searcher = Searcher(make_embedder("hashing"), Synonyms(Path("/nonexistent")))
+        self.searcher = Searcher(EmbedderSettings("hashing"), Synonyms(Path("/nonexistent")))
         self.prepared = self.searcher.prepare(question)
 
     def read(self, conn: psycopg.Connection) -> None:
@@ -166,15 +166,15 @@ def test_readers_see_the_old_or_the_new_version_while_a_document_is_replaced(
 ):
     corpus = Corpus.create(tmp_path / "corpus", 5)
     checker = IndexChecker(corpus)
-    ingest_paths([corpus.folder], None, settings, database_url, instance, defs)
+    ingest_paths([corpus.folder], None, settings, instance)
     readers = _readers(database_url, corpus, checker, 2)
     for reader in readers:
         reader.start()
     try:
         for version in (2, 1, 2):
             corpus.write(2, version)
-            summary = ingest_paths([corpus.path(2)], None, settings, database_url,
-                                   instance, defs)
+            summary = ingest_paths([corpus.path(2)], None, settings,
+                                   instance)
             assert (summary.ingested, summary.failed) == (1, [])
     finally:
         _stop(readers)
@@ -191,11 +191,11 @@ def test_an_ingest_embedding_texts_another_run_is_caching_reuses_them(
 ):
     corpus = Corpus.create(tmp_path / "corpus", 2)
     checker = IndexChecker(corpus)
-    ingest_paths([corpus.folder], None, settings, database_url, instance, defs)
+    ingest_paths([corpus.folder], None, settings, instance)
     corpus.write(1, 2)
     checksum = next(c for c, version in corpus.versions.items() if version == (1, 2))
     texts = checker.chunk_texts(checksum)
-    embedder = make_embedder("hashing")
+    embedder = make_embedder(EmbedderSettings("hashing"))
     with connect(database_url) as other:
         # Another run caching the same texts, its transaction still open: the ingest below
         # finds them missing from the cache, embeds them, and must wait for this one.
@@ -207,7 +207,7 @@ def test_an_ingest_embedding_texts_another_run_is_caching_reuses_them(
                                 vector.astype(np.float32)))
         committer = threading.Thread(target=_commit_once_blocked, args=(other, database_url))
         committer.start()
-        summary = ingest_paths([corpus.path(1)], None, settings, database_url, instance, defs)
+        summary = ingest_paths([corpus.path(1)], None, settings, instance)
         committer.join()
     assert (summary.ingested, summary.failed) == (1, [])
     with connect(database_url, autocommit=True) as conn:

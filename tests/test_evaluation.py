@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
-from kb_core.settings import EvalSettings
+from kb_core.settings import Settings
 from kb_search.answerers import NOT_FOUND, Passage
 from kb_search.answerers.contract import answer_from_text
 from kb_search.asking import Asker, PreparedAnswer
@@ -346,20 +346,20 @@ def test_eval_settings_defaults_and_environment(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
     for name in ("KB_EVAL_SETS", "KB_EVAL_GROUPS", "KB_EVAL_MIN_RECALL5", "KB_EVAL_MIN_CITED"):
         monkeypatch.delenv(name, raising=False)
-    default = EvalSettings.from_env()
+    default = Settings.from_env().evaluation
     assert default.sets == (SETTINGS_ROOT / "samples" / "eval.jsonl",)
     assert default.min_recall_at_5 == 0.9 and default.groups == ()
     monkeypatch.setenv("KB_EVAL_SETS", f"{tmp_path / 'a.jsonl'}:samples/eval.jsonl:")
     monkeypatch.setenv("KB_EVAL_GROUPS", "all-employees, hr")
     monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0.75")
     monkeypatch.setenv("KB_EVAL_MIN_CITED", "0.5")
-    configured = EvalSettings.from_env()
+    configured = Settings.from_env().evaluation
     assert configured.sets == (tmp_path / "a.jsonl", SETTINGS_ROOT / "samples" / "eval.jsonl")
     assert configured.groups == ("all-employees", "hr")
     assert (configured.min_recall_at_5, configured.min_cited_expected) == (0.75, 0.5)
     monkeypatch.setenv("KB_EVAL_MIN_CITED", "85")
     with pytest.raises(ValueError, match="KB_EVAL_MIN_CITED must lie between 0 and 1"):
-        EvalSettings.from_env()
+        Settings.from_env()
 
 
 # --- hand-made answers, finished and verified by the service's own code ----------------------

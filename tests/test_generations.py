@@ -5,6 +5,7 @@ in one switch that no reader sees half done."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from pathlib import Path
@@ -26,11 +27,11 @@ from kb_core.generations import (
     record_evaluation,
     use_generation,
 )
-from kb_core.settings import REPO_ROOT, Settings
+from kb_core.settings import DEFAULT_SYNONYMS, REPO_ROOT, EmbedderSettings, Settings
 from kb_pipeline import stages
-from kb_pipeline.batching import GENERATION_TAG
 from kb_pipeline.chunking import Chunk, chunk_document
-from kb_pipeline.definitions import defs
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.runs import GENERATION_TAG
 from kb_search.search import Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
 from tests.fake_servers import fake_server
@@ -57,7 +58,8 @@ def question_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def tick(settings: Settings, instance: dg.DagsterInstance,
          embedder: str = "hashing") -> list[dg.ExecuteInJobResult]:
     """One sensor evaluation and every run it requests, executed here as the daemon would
-    (the runs read KB_EMBEDDER, as under `kb up`)."""
+    (the runs use `embedder`, as under `kb up` with KB_EMBEDDER set to it)."""
+    defs = make_definitions(dataclasses.replace(settings, embedder=EmbedderSettings(embedder)))
     return [
         defs.resolve_job_def(run.job_name).execute_in_process(
             instance=instance, tags=run.tags, run_config=run.run_config,
@@ -83,7 +85,7 @@ def truncating_chunker(doc, count_tokens, **kwargs) -> list[Chunk]:  # noqa: ANN
 
 def hybrid_hits(conn: psycopg.Connection, question: str,
                 searcher: Searcher | None = None) -> list[tuple[str, str]]:
-    searcher = searcher or Searcher(make_embedder("hashing"), Synonyms.from_env())
+    searcher = searcher or Searcher(EmbedderSettings("hashing"), Synonyms(DEFAULT_SYNONYMS))
     configure_search_session(conn)
     result, _ = searcher.search(conn, searcher.prepare(question), ["all-employees"], 5)
     return [(hit.path, hit.content) for hit in result.hits]
@@ -135,10 +137,10 @@ def test_a_broken_chunker_is_evaluated_blocked_and_never_published(
                      encoding="utf-8")
     assert tick(settings, instance) == []
     assert hybrid_hits(conn, "有給休暇は何日前までに申請が必要ですか") == before
-    version = stages.pipeline_version(make_embedder("hashing"))
+    version = stages.pipeline_version(make_embedder(EmbedderSettings("hashing")))
     with pytest.raises(GenerationError, match="only a generation that passed"):
         publish_generation(conn, 2, version, lambda uri: ([], None))
-    discarded = defs.resolve_job_def("discard_generation").execute_in_process(
+    discarded = make_definitions(settings).resolve_job_def("discard_generation").execute_in_process(
         instance=instance,
         run_config={"ops": {"discard_generation_op": {"config": {"generation": 2}}}})
     assert discarded.success and generation(conn, 2).state == "discarded"
@@ -160,7 +162,7 @@ def test_a_good_rebuild_is_published_in_one_switch_no_reader_sees_half_done(
     chunks_before = len(ids_before)
     old_version = live_generation(conn).pipeline_version
     change_pipeline(monkeypatch, "same-output-new-version")
-    new_version = stages.pipeline_version(make_embedder("hashing"))
+    new_version = stages.pipeline_version(make_embedder(EmbedderSettings("hashing")))
 
     assert all(r.success for r in tick(settings, instance))  # rebuilt into generation 2
     # While it waited, an access rule was narrowed: the published generation must not bring
@@ -266,7 +268,7 @@ def test_a_new_embedding_model_is_rebuilt_while_content_changes_wait_for_it(
         assert all(r.success for r in rebuild)
         # A reader configured as the pipeline now is (the service under KB_EMBEDDER=openai)
         # keeps embedding questions with the live generation's model until the publication.
-        reader = Searcher(make_embedder("openai"), Synonyms.from_env())
+        reader = Searcher(EmbedderSettings("openai"), Synonyms(DEFAULT_SYNONYMS))
         question = "有給休暇は何日前までに申請が必要ですか"
         calls = len(fake.requests)
         assert hybrid_hits(conn, question, reader) == hybrid_hits(conn, question)
@@ -295,7 +297,7 @@ def test_publish_gives_every_document_its_current_access(settings, instance, con
     # old one could not): its groups come from the access rule as it is at publication, not
     # as it was when the rebuild indexed it; the others take the live documents' groups.
     tick(settings, instance)
-    version = stages.pipeline_version(make_embedder("hashing"))
+    version = stages.pipeline_version(make_embedder(EmbedderSettings("hashing")))
     rules = conn.execute("SELECT source_uri FROM documents WHERE path LIKE '%就業規則%'"
                          ).fetchone()[0]
     conn.execute("UPDATE documents SET allowed_groups = '{narrowed}' WHERE source_uri = %s",

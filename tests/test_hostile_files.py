@@ -23,8 +23,8 @@ from pypdf import PdfWriter
 
 from kb_core.queries import query
 from kb_core.settings import Settings
-from kb_pipeline.assets import INGEST_JOB, raw_documents
-from kb_pipeline.definitions import defs
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.ingestion import INGEST_JOB, raw_documents
 from tests.test_parsing import encrypt, make_pdf
 from tests.test_sensor import evaluate
 
@@ -34,11 +34,11 @@ SECRET = "社外秘ZQXSECRET"  # only ever written outside the watched folder
 # --- running the sensor and its runs as the daemon would --------------------------------------
 
 
-def launch(instance: dg.DagsterInstance, result: dg.SensorResult,
+def launch(settings: Settings, instance: dg.DagsterInstance, result: dg.SensorResult,
            on_event: Callable[[dg.EventLogEntry], None] | None = None) -> None:
     """Execute the runs the sensor requested; `on_event` sees each of their events as it is
     stored, so a test can act at an exact point between two assets of a run."""
-    job = defs.resolve_job_def(INGEST_JOB.name)
+    job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
     for request in result.run_requests or []:
         run_id = str(uuid.uuid4())
         if on_event is not None:
@@ -50,7 +50,7 @@ def launch(instance: dg.DagsterInstance, result: dg.SensorResult,
 
 def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     result = evaluate(settings, instance)
-    launch(instance, result)
+    launch(settings, instance, result)
     return result
 
 
@@ -371,7 +371,7 @@ def test_file_deleted_between_the_sensor_tick_and_the_run(watched, instance, con
     other.write_text("# 残る\n\n残る本文。\n", encoding="utf-8")
     result = evaluate(settings, instance)
     doomed.unlink()
-    launch(instance, result)
+    launch(settings, instance, result)
 
     assert failures(conn) == {
         "watched/doomed.md": ("raw_documents", "file disappeared before it could be read")}
@@ -387,7 +387,8 @@ def test_file_deleted_after_its_snapshot_fails_at_parsing(watched, instance, con
     doomed = folder / "doomed.md"
     doomed.write_text("# 消える\n\n本文。\n", encoding="utf-8")
     (folder / "other.md").write_text("# 残る\n\n残る本文。\n", encoding="utf-8")
-    launch(instance, evaluate(settings, instance), after_asset(raw_documents, doomed.unlink))
+    launch(settings, instance, evaluate(settings, instance),
+           after_asset(raw_documents, doomed.unlink))
     assert failures(conn) == {
         "watched/doomed.md": ("parsed_documents", "file disappeared before it could be parsed")}
     assert "残る本文。" in contents(conn)["watched/other.md"]
@@ -405,7 +406,7 @@ def test_file_that_changes_while_it_is_read_keeps_its_last_good_version(
     doc.write_text("# 規程\n\n第1条 版2の本文。\n", encoding="utf-8")
     edit = after_asset(raw_documents, lambda: doc.write_text(
         "# 規程\n\n第1条 版3の本文。\n", encoding="utf-8"))
-    launch(instance, evaluate(settings, instance), edit)
+    launch(settings, instance, evaluate(settings, instance), edit)
 
     assert failures(conn) == {"watched/規程.md": (
         "parsed_documents", "file changed while it was being ingested; its new version is "
@@ -426,7 +427,7 @@ def test_file_swapped_for_an_outside_symlink_after_the_tick_is_not_indexed(
     result = evaluate(settings, instance)
     doc.unlink()
     doc.symlink_to(make_outside(tmp_path) / "secret.md")
-    launch(instance, result)
+    launch(settings, instance, result)
 
     assert failures(conn) == {"watched/swap.md": (
         "raw_documents", f"{doc}: file is a symlink leading outside the watched folder; "

@@ -3,7 +3,6 @@ the tests generate, served as a JWKS file and over a real HTTP server on 127.0.0
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import hmac
@@ -22,8 +21,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from kb_cli.tokens import add_token_parser, cmd_token
+from kb_cli.main import main
 from kb_core.callers import Caller
+from kb_core.settings import Settings
 from kb_core.tokens import TokenNameTakenError, TokenStore, hash_token, new_token
 from query_service.identity import IdentityError, JwtSettings, JwtVerifier, identify
 
@@ -382,12 +382,15 @@ def test_symmetric_and_private_keys_in_a_jwks_are_ignored(tmp_path, rsa_key):
 
 
 def test_jwt_settings_come_from_the_environment_and_refuse_symmetric_algorithms():
-    assert JwtSettings.from_env({}) is None
+    def from_env(env: dict[str, str]) -> JwtSettings | None:
+        return JwtSettings.from_settings(Settings.from_env(env).service)
+
+    assert from_env({}) is None
     env = {"KB_JWT_ISSUER": ISSUER, "KB_JWT_AUDIENCE": AUDIENCE, "KB_JWT_JWKS": "/etc/jwks.json",
            "KB_JWT_GROUPS_CLAIM": "roles"}
-    assert JwtSettings.from_env(env) == JwtSettings(ISSUER, AUDIENCE, "/etc/jwks.json", "roles")
+    assert from_env(env) == JwtSettings(ISSUER, AUDIENCE, "/etc/jwks.json", "roles")
     with pytest.raises(ValueError, match="KB_JWT_JWKS"):
-        JwtSettings.from_env({"KB_JWT_ISSUER": ISSUER, "KB_JWT_AUDIENCE": AUDIENCE})
+        from_env({"KB_JWT_ISSUER": ISSUER, "KB_JWT_AUDIENCE": AUDIENCE})
     for algorithms in (("HS256",), ("none",), ()):
         with pytest.raises(ValueError):
             _settings("/etc/jwks.json", algorithms=algorithms)
@@ -415,9 +418,10 @@ async def test_identify_verifies_a_jwt_bearer_with_the_configured_verifier(
 
 
 def _kb_token(argv: list[str], settings, url: str) -> int:
-    parser = argparse.ArgumentParser(prog="kb")
-    add_token_parser(parser.add_subparsers(dest="command", required=True), func=lambda a, s: 0)
-    return cmd_token(parser.parse_args(["token", *argv]), settings, url)
+    """`kb token ...` in this process, on the database at `url` (the settings fixture exports
+    it as KB_DATABASE_URL)."""
+    assert settings.database_url == url
+    return main(["token", *argv])
 
 
 @pytest.mark.anyio

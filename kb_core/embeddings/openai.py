@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +19,6 @@ class OpenAIEmbedder:
     max_tokens: int = E5_WINDOW
     timeout_s: float = 30.0
     batch_size: int = 128
-
-    @classmethod
-    def from_env(cls) -> OpenAIEmbedder:
-        return cls(model=os.environ.get("KB_OPENAI_EMBEDDING_MODEL", cls.model))
 
     @property
     def name(self) -> str:

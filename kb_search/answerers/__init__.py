@@ -1,6 +1,6 @@
 """Answerers: turn the passages a search found into a short cited answer, or say nothing was found.
 
-`make_answerer(name)` (KB_LLM) builds one: extractive (the default, offline), claude, openai or
+`make_answerer(settings)` (KB_LLM) builds one: extractive (the default, offline), claude, openai or
 ollama; a provider's SDK is imported only inside its own branch, and an unknown name or a missing
 API key fails loudly at construction. The service calls `answer_with_fallback` or
 `stream_with_fallback`, so an LLM that fails or times out costs the extractive answer, labelled
@@ -9,6 +9,7 @@ as a fallback, never the answer; then `verify` checks what the answer cites and 
 
 from __future__ import annotations
 
+from kb_core.settings import AnswererSettings
 from kb_search.answerers.contract import (
     NOT_FOUND,
     Answer,
@@ -41,8 +42,10 @@ __all__ = [
 ]
 
 
-def make_answerer(name: str) -> Answerer:
-    """The answerer called `name` (KB_LLM): extractive (also when empty), claude, openai, ollama."""
+def make_answerer(settings: AnswererSettings) -> Answerer:
+    """The answerer `settings` name (KB_LLM): extractive (also when empty), claude, openai,
+    ollama."""
+    name = settings.llm
     choice = name.strip().lower() or "extractive"
     if choice == "extractive":
         from kb_search.answerers.extractive import ExtractiveAnswerer
@@ -51,15 +54,16 @@ def make_answerer(name: str) -> Answerer:
     if choice == "claude":
         from kb_search.answerers.claude import ClaudeAnswerer
 
-        return ClaudeAnswerer.from_env()
+        return ClaudeAnswerer(settings.anthropic_api_key, settings.anthropic_model,
+                              settings.timeout_s)
     if choice == "openai":
         from kb_search.answerers.openai import OpenAIAnswerer
 
-        return OpenAIAnswerer.from_env()
+        return OpenAIAnswerer(settings.openai_api_key, settings.openai_model, settings.timeout_s)
     if choice == "ollama":
         from kb_search.answerers.ollama import OllamaAnswerer
 
-        return OllamaAnswerer.from_env()
+        return OllamaAnswerer(settings.ollama_host, settings.ollama_model, settings.timeout_s)
     raise UnknownAnswererError(
         f"unknown answerer {name!r} (KB_LLM): expected extractive, claude, openai or ollama"
     )

@@ -8,28 +8,23 @@ answer, rather than an answer that says nothing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 from kb_search.answerers.contract import (
     NOT_FOUND,
     Answer,
-    AnswererConfigError,
     Passage,
     answer_from_text,
 )
 from kb_search.answerers.prompt import SYSTEM_PROMPT, build_user_message
 
 __all__ = [
-    "DEFAULT_TIMEOUT_S",
     "MAX_ANSWER_TOKENS",
     "ChatAnswerer",
     "EmptyReplyError",
     "MalformedReplyError",
-    "timeout_s",
 ]
 
-DEFAULT_TIMEOUT_S = 30.0
 MAX_ANSWER_TOKENS = 800  # a short cited answer; the cap guards against rambling
 
 
@@ -39,19 +34,6 @@ class MalformedReplyError(ValueError):
 
 class EmptyReplyError(MalformedReplyError):
     """The model's reply held no text."""
-
-
-def timeout_s() -> float:
-    """Seconds an LLM call may take (KB_LLM_TIMEOUT_S, default 30)."""
-    raw = os.environ.get("KB_LLM_TIMEOUT_S") or str(DEFAULT_TIMEOUT_S)
-    try:
-        value = float(raw)
-    except ValueError:
-        message = f"KB_LLM_TIMEOUT_S must be a number of seconds: {raw!r}"
-        raise AnswererConfigError(message) from None
-    if value <= 0:
-        raise AnswererConfigError(f"KB_LLM_TIMEOUT_S must be positive: {raw!r}")
-    return value
 
 
 class ChatAnswerer:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import anthropic
@@ -11,19 +10,16 @@ from kb_search.answerers.chat import (
     MAX_ANSWER_TOKENS,
     ChatAnswerer,
     MalformedReplyError,
-    timeout_s,
 )
 from kb_search.answerers.contract import AnswererConfigError
 
 __all__ = ["ClaudeAnswerer"]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
-
 
 class ClaudeAnswerer(ChatAnswerer):
     """Answers with a Claude model; one SDK client kept for its connections."""
 
-    def __init__(self, api_key: str, model: str = DEFAULT_MODEL, timeout: float = 30.0) -> None:
+    def __init__(self, api_key: str, model: str, timeout: float) -> None:
         if not api_key:
             raise AnswererConfigError("KB_LLM=claude needs ANTHROPIC_API_KEY")
         self.model = model
@@ -31,14 +27,6 @@ class ClaudeAnswerer(ChatAnswerer):
         # One retry: a transient 5xx or dropped connection is worth one more try, no more,
         # while a person waits for the answer.
         self._client = anthropic.Anthropic(api_key=api_key, timeout=timeout, max_retries=1)
-
-    @classmethod
-    def from_env(cls) -> ClaudeAnswerer:
-        return cls(
-            api_key=os.environ.get("ANTHROPIC_API_KEY", ""),
-            model=os.environ.get("KB_ANTHROPIC_MODEL") or DEFAULT_MODEL,
-            timeout=timeout_s(),
-        )
 
     def _request(self, system: str, user: str) -> dict:
         return {

@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from html import escape
 
+from kb_core.settings import AnswererSettings
+from kb_search.answerers import make_answerer
 from kb_search.answerers.chat import ChatAnswerer
 
 __all__ = ["JUDGE_PROMPT", "FaithfulnessJudge", "make_judge"]
@@ -55,9 +57,8 @@ class FaithfulnessJudge:
         return float(found.group(1)) if found else None
 
 
-def make_judge(llm: str) -> FaithfulnessJudge | None:
-    """The judge for KB_LLM = `llm`: None for the extractive answerer, which is no model."""
-    from kb_search.answerers import make_answerer
-
-    answerer = make_answerer(llm)
+def make_judge(settings: AnswererSettings) -> FaithfulnessJudge | None:
+    """The judge for the configured answerer (KB_LLM): None for the extractive answerer, which
+    is no model."""
+    answerer = make_answerer(settings)
     return FaithfulnessJudge(answerer) if isinstance(answerer, ChatAnswerer) else None

@@ -8,17 +8,13 @@ No retries: Ollama runs next to the service, and a failure there is not a networ
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import httpx
 
-from kb_search.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer, timeout_s
+from kb_search.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer
 
 __all__ = ["OllamaAnswerer", "OllamaError"]
-
-DEFAULT_HOST = "http://127.0.0.1:11434"
-DEFAULT_MODEL = "qwen2.5:7b"
 
 
 class OllamaError(RuntimeError):
@@ -28,21 +24,12 @@ class OllamaError(RuntimeError):
 class OllamaAnswerer(ChatAnswerer):
     """Answers with a model served by Ollama; one HTTP client kept for its connections."""
 
-    def __init__(self, host: str = DEFAULT_HOST, model: str = DEFAULT_MODEL,
-                 timeout: float = 30.0) -> None:
+    def __init__(self, host: str, model: str, timeout: float) -> None:
         # OLLAMA_HOST is often written without a scheme (127.0.0.1:11434), as Ollama allows.
         base_url = host if "://" in host else f"http://{host}"
         self.model = model
         self.name = f"ollama/{model}"
         self._client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
-
-    @classmethod
-    def from_env(cls) -> OllamaAnswerer:
-        return cls(
-            host=os.environ.get("OLLAMA_HOST") or DEFAULT_HOST,
-            model=os.environ.get("KB_OLLAMA_MODEL") or DEFAULT_MODEL,
-            timeout=timeout_s(),
-        )
 
     def _request(self, system: str, user: str, stream: bool) -> dict:
         return {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import openai
@@ -11,33 +10,22 @@ from kb_search.answerers.chat import (
     MAX_ANSWER_TOKENS,
     ChatAnswerer,
     MalformedReplyError,
-    timeout_s,
 )
 from kb_search.answerers.contract import AnswererConfigError
 
 __all__ = ["OpenAIAnswerer"]
 
-DEFAULT_MODEL = "gpt-4o-mini"
-
 
 class OpenAIAnswerer(ChatAnswerer):
     """Answers with an OpenAI chat model; one SDK client kept for its connections."""
 
-    def __init__(self, api_key: str, model: str = DEFAULT_MODEL, timeout: float = 30.0) -> None:
+    def __init__(self, api_key: str, model: str, timeout: float) -> None:
         if not api_key:
             raise AnswererConfigError("KB_LLM=openai needs OPENAI_API_KEY")
         self.model = model
         self.name = f"openai/{model}"
         # One retry, as for Claude: worth it for a blip, not while a person waits much longer.
         self._client = openai.OpenAI(api_key=api_key, timeout=timeout, max_retries=1)
-
-    @classmethod
-    def from_env(cls) -> OpenAIAnswerer:
-        return cls(
-            api_key=os.environ.get("OPENAI_API_KEY", ""),
-            model=os.environ.get("KB_OPENAI_MODEL") or DEFAULT_MODEL,
-            timeout=timeout_s(),
-        )
 
     def _messages(self, system: str, user: str) -> list[dict]:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]

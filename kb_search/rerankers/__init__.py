@@ -1,6 +1,6 @@
 """Rerankers: reorder the fused (RRF) candidates of a search before the answerer sees them.
 
-`make_reranker(name)` (KB_RERANKER) imports a provider only inside its own branch and fails
+`make_reranker(settings)` (KB_RERANKER) imports a provider only inside its own branch and fails
 loudly on an unknown name. `rerank_or_fallback` is what the search path calls: a reranker that
 fails or times out costs the caller its reordering, never its search.
 """
@@ -11,6 +11,8 @@ import logging
 from typing import Protocol
 
 import msgspec
+
+from kb_core.settings import RerankerSettings
 
 __all__ = [
     "Candidate",
@@ -47,8 +49,9 @@ class UnknownRerankerError(RerankerConfigError):
     pass
 
 
-def make_reranker(name: str) -> Reranker:
-    """The reranker called `name` (KB_RERANKER): none, cohere or llm."""
+def make_reranker(settings: RerankerSettings) -> Reranker:
+    """The reranker `settings` name (KB_RERANKER): none, cohere or llm."""
+    name = settings.name
     if name == "none":
         from kb_search.rerankers.none import KeepOrderReranker
 
@@ -56,11 +59,11 @@ def make_reranker(name: str) -> Reranker:
     if name == "cohere":
         from kb_search.rerankers.cohere import CohereReranker
 
-        return CohereReranker.from_env()
+        return CohereReranker.from_settings(settings)
     if name == "llm":
         from kb_search.rerankers.llm import LLMReranker
 
-        return LLMReranker.from_env()
+        return LLMReranker.from_settings(settings)
     raise UnknownRerankerError(
         f"unknown reranker {name!r} (KB_RERANKER): expected none, cohere or llm"
     )

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import httpx
 import msgspec
 
+from kb_core.settings import RerankerSettings
 from kb_search.rerankers import Candidate, RerankerConfigError
 
 __all__ = ["CohereReranker"]
 
-DEFAULT_BASE_URL = "https://api.cohere.com"
-DEFAULT_MODEL = "rerank-v3.5"
 DEFAULT_TIMEOUT_S = 5.0
 
 
@@ -31,8 +28,8 @@ class CohereReranker:
     def __init__(
         self,
         api_key: str,
-        base_url: str = DEFAULT_BASE_URL,
-        model: str = DEFAULT_MODEL,
+        base_url: str,
+        model: str,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if not api_key:
@@ -45,13 +42,9 @@ class CohereReranker:
         )
 
     @classmethod
-    def from_env(cls) -> CohereReranker:
-        return cls(
-            api_key=os.environ.get("COHERE_API_KEY", ""),
-            base_url=os.environ.get("COHERE_BASE_URL") or DEFAULT_BASE_URL,
-            model=os.environ.get("KB_COHERE_RERANK_MODEL") or DEFAULT_MODEL,
-            timeout_s=float(os.environ.get("KB_RERANK_TIMEOUT_S") or DEFAULT_TIMEOUT_S),
-        )
+    def from_settings(cls, settings: RerankerSettings) -> CohereReranker:
+        return cls(api_key=settings.cohere_api_key, base_url=settings.cohere_base_url,
+                   model=settings.cohere_model, timeout_s=settings.timeout_s or DEFAULT_TIMEOUT_S)
 
     @property
     def name(self) -> str:

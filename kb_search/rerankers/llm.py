@@ -11,17 +11,15 @@ usable array raises, which `rerank_or_fallback` turns into the fused order and a
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from html import escape
 
+from kb_core.settings import RerankerSettings
 from kb_search.rerankers import Candidate, RerankerConfigError
 
 __all__ = ["LLMReranker", "build_prompt", "parse_ranking"]
 
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
-MODEL_VARIABLES = {"anthropic": "KB_ANTHROPIC_MODEL", "openai": "KB_OPENAI_MODEL"}
 DEFAULT_TIMEOUT_S = 15.0  # a chat model needs longer than a rerank endpoint
 MAX_REPLY_TOKENS = 1024  # an array of ids; the cap only guards against rambling
 
@@ -88,11 +86,11 @@ def _passage_id(item: object) -> int | None:
 class LLMReranker:
     """Asks a chat model to order the candidates; one SDK client kept for its connections."""
 
-    def __init__(self, provider: str, model: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, provider: str, model: str, api_key: str, timeout_s: float) -> None:
         if provider == "anthropic":
-            self._chat = _anthropic_chat(model, timeout_s)
+            self._chat = _anthropic_chat(model, api_key, timeout_s)
         elif provider == "openai":
-            self._chat = _openai_chat(model, timeout_s)
+            self._chat = _openai_chat(model, api_key, timeout_s)
         else:
             raise RerankerConfigError(
                 f"unknown KB_RERANK_LLM {provider!r}: expected anthropic or openai"
@@ -102,16 +100,17 @@ class LLMReranker:
         self.timeout_s = timeout_s
 
     @classmethod
-    def from_env(cls) -> LLMReranker:
-        default = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "openai"
-        provider = os.environ.get("KB_RERANK_LLM") or default
-        if provider not in MODEL_VARIABLES:
+    def from_settings(cls, settings: RerankerSettings) -> LLMReranker:
+        provider = settings.llm_provider or (
+            "anthropic" if settings.anthropic_api_key else "openai")
+        if provider not in ("anthropic", "openai"):
             raise RerankerConfigError(
                 f"unknown KB_RERANK_LLM {provider!r}: expected anthropic or openai"
             )
-        model = os.environ.get(MODEL_VARIABLES[provider]) or DEFAULT_MODELS[provider]
-        timeout_s = float(os.environ.get("KB_RERANK_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
-        return cls(provider, model, timeout_s)
+        model, key = ((settings.anthropic_model, settings.anthropic_api_key)
+                      if provider == "anthropic"
+                      else (settings.openai_model, settings.openai_api_key))
+        return cls(provider, model, key, settings.timeout_s or DEFAULT_TIMEOUT_S)
 
     @property
     def name(self) -> str:
@@ -130,14 +129,14 @@ class LLMReranker:
 # Each SDK reads its own base-URL variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).
 
 
-def _anthropic_chat(model: str, timeout_s: float) -> Chat:
-    if not os.environ.get("ANTHROPIC_API_KEY"):
+def _anthropic_chat(model: str, api_key: str, timeout_s: float) -> Chat:
+    if not api_key:
         raise RerankerConfigError(
             "KB_RERANKER=llm with KB_RERANK_LLM=anthropic needs ANTHROPIC_API_KEY"
         )
     import anthropic
 
-    client = anthropic.Anthropic(timeout=timeout_s, max_retries=0)
+    client = anthropic.Anthropic(api_key=api_key, timeout=timeout_s, max_retries=0)
 
     def chat(system: str, user: str) -> str:
         reply = client.messages.create(
@@ -151,12 +150,12 @@ def _anthropic_chat(model: str, timeout_s: float) -> Chat:
     return chat
 
 
-def _openai_chat(model: str, timeout_s: float) -> Chat:
-    if not os.environ.get("OPENAI_API_KEY"):
+def _openai_chat(model: str, api_key: str, timeout_s: float) -> Chat:
+    if not api_key:
         raise RerankerConfigError("KB_RERANKER=llm with KB_RERANK_LLM=openai needs OPENAI_API_KEY")
     import openai
 
-    client = openai.OpenAI(timeout=timeout_s, max_retries=0)
+    client = openai.OpenAI(api_key=api_key, timeout=timeout_s, max_retries=0)
 
     def chat(system: str, user: str) -> str:
         reply = client.chat.completions.create(

@@ -1,47 +1,57 @@
-"""`kb ingest`: the sensor's decisions for paths given on the shell, executed in this process
-through the same asset graph, so the runs show in the Dagster UI like the sensor's."""
+"""The in-process drivers: `kb ingest` (the sensor's decisions for paths given on the shell) and
+`kb generation rebuild`, executed in this process through the same asset graph, so their runs
+show in the Dagster UI like the sensor's."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
 import time
 from pathlib import Path
 
 import dagster as dg
 import msgspec
-import psycopg
 
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
-from kb_core.generations import live_awaits_rebuild
+from kb_core.generations import (
+    Generation,
+    claimed,
+    create_generation,
+    generation,
+    live_awaits_rebuild,
+    mark_round_launched,
+    set_state,
+)
 from kb_core.index_model import check_index_model
 from kb_core.queries import query
 from kb_core.settings import Settings
-from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
-from kb_pipeline.batching import UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.generations import (
+    GATE_JOB,
+    GENERATIONS_PARTITIONS,
+    rebuild_tags,
+    stale_keys,
+)
+from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.runs import (
+    DOCUMENTS_PARTITIONS,
+    GENERATION_TAG,
+    apply_partition_changes,
+    fail_abandoned_runs,
+    partition_changes,
+    partition_ranges,
+    process_tags,
+    range_tags,
+    sweep_staging,
+)
 from kb_pipeline.stages import pipeline_version
 
-__all__ = [
-    "IngestFailure",
-    "IngestSummary",
-    "fail_abandoned_runs",
-    "ingest_paths",
-    "process_tags",
-    "sweep_staging",
-]
+__all__ = ["IngestFailure", "IngestSummary", "ingest_paths", "rebuild_in_process"]
 
 log = logging.getLogger(__name__)
 
-# The process that executes a run in-process, so a later `kb ingest` can tell a run whose
-# process was killed from one still working: Dagster's default run launcher cannot check a
-# run's worker, so a killed run stayed STARTED for ever, and the sensor, which leaves the files
-# of active runs alone, never ingested its files again.
-HOST_TAG = "kb/ingest_host"
-PID_TAG = "kb/ingest_pid"
 # How long `kb ingest` waits for a concurrent run that took over some of its files.
 TAKEOVER_WAIT_S = 600.0
 
@@ -67,12 +77,12 @@ def ingest_paths(
     paths: list[Path],
     groups: tuple[str, ...] | None,
     settings: Settings,
-    database_url: str,
     instance: dg.DagsterInstance,
-    definitions: dg.Definitions,
 ) -> IngestSummary:
-    """Ingest files and folders; folders are planned like watched folders (deletions included).
-    Raises IndexModelMismatchError when the live index was built with another embedder."""
+    """Ingest files and folders into the database of `settings` (its URL resolved); folders
+    are planned like watched folders (deletions included). Raises IndexModelMismatchError when
+    the live index was built with another embedder."""
+    database_url = _database_url(settings)
     embedder = make_embedder(settings.embedder)
     version = pipeline_version(embedder)
     fail_abandoned_runs(instance)
@@ -95,13 +105,14 @@ def ingest_paths(
             else:
                 plan.warnings.append(f"{path}: no such file or folder")
         forget_files(conn, plan.deleted)
-        ordered = _sync_partitions(conn, instance, plan)
+        partitions = partition_changes(conn, instance, plan.seen)
+    apply_partition_changes(instance, partitions)
 
-    job = definitions.resolve_job_def(INGEST_JOB.name)
+    job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
     run_ids: list[str] = []
     broken_runs: list[str] = []
     own_tags = process_tags()
-    for first, last in partition_ranges(ordered, plan.changed):
+    for first, last in partition_ranges(partitions.ordered, plan.changed):
         result = job.execute_in_process(
             instance=instance,
             tags={**range_tags(first, last), **own_tags},
@@ -115,68 +126,36 @@ def ingest_paths(
     return _summarize(plan, database_url, since, run_ids, broken_runs, elsewhere)
 
 
-def _sync_partitions(
-    conn: psycopg.Connection, instance: dg.DagsterInstance, plan: IngestPlan
-) -> list[str]:
-    """Add the partitions of new files, delete those of files the catalogue no longer holds;
-    return every partition key in Dagster's order."""
-    name = documents_partitions.name
-    existing = instance.get_dynamic_partitions(name)
-    known = set(existing)
-    new_keys = [k for k in dict.fromkeys(plan.seen) if k not in known]
-    if new_keys:
-        instance.add_dynamic_partitions(name, new_keys)
-    # Not only this plan's deleted files: a process killed between forget_files and here left
-    # partitions of forgotten files behind, and a run over a range holding one recorded the
-    # deleted file as failing.
-    for (key,) in conn.execute(query("unregistered_keys"), {"keys": existing}).fetchall():
-        instance.delete_dynamic_partition(name, key)
-    return instance.get_dynamic_partitions(name)
+def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Generation:
+    """`kb generation rebuild`: a new generation for the current pipeline, built, evaluated and
+    (if its gates pass) published in this process, as the sensor would; the sensor leaves it
+    alone meanwhile."""
+    version = pipeline_version(make_embedder(settings.embedder))
+    keys = instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS.name)
+    own = process_tags()
+    definitions = make_definitions(settings)
+    ingest = definitions.resolve_job_def(INGEST_JOB.name)
+    with connect(_database_url(settings), autocommit=True) as conn:
+        gen = create_generation(conn, version)
+        with claimed(conn, gen.id):
+            while stale := stale_keys(conn, generation(conn, gen.id), version, settings, keys):
+                mark_round_launched(conn, gen.id)
+                for first, last in partition_ranges(keys, stale):
+                    ingest.execute_in_process(
+                        instance=instance, tags={**rebuild_tags(gen.id, first, last), **own},
+                        run_config=raw_config(settings), raise_on_error=False)
+            set_state(conn, gen.id, "evaluating")
+            instance.add_dynamic_partitions(GENERATIONS_PARTITIONS.name, [str(gen.id)])
+            definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
+                instance=instance, partition_key=str(gen.id),
+                tags={GENERATION_TAG: str(gen.id), **own}, raise_on_error=False)
+        return generation(conn, gen.id)
 
 
-def process_tags() -> dict[str, str]:
-    """The tags of a run this process executes in-process, for `fail_abandoned_runs`."""
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
-
-
-def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark as failed the unfinished in-process runs (`kb ingest`, `kb generation rebuild`)
-    whose process on this host died; return their run ids."""
-    host = socket.gethostname()
-    abandoned = []
-    # Every job this module or `kb generation rebuild` runs in-process carries the tags.
-    runs = instance.get_runs(dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: host}))
-    for run in runs:
-        pid = int(run.tags.get(PID_TAG, "0"))
-        if pid and not _process_alive(pid):
-            instance.report_run_failed(run, f"the process that ran it (pid {pid}) died")
-            abandoned.append(run.run_id)
-    if abandoned:
-        log.warning("marked %d runs of dead processes as failed", len(abandoned))
-    return abandoned
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
-
-
-def sweep_staging(conn: psycopg.Connection, instance: dg.DagsterInstance) -> None:
-    """Drop staged versions left by finished runs (a killed run's, once marked failed): nothing
-    will ever publish them, and a file reverted to its indexed bytes would keep its row for
-    ever. Runs this instance does not know are left alone (another installation's)."""
-    finished = []
-    for (run_id,) in conn.execute(query("staging_runs")):
-        run = instance.get_run_by_id(run_id)
-        if run is not None and run.is_finished:
-            finished.append(run_id)
-    if finished:
-        conn.execute(query("unstage_runs"), {"run_ids": finished})
+def _database_url(settings: Settings) -> str:
+    if not settings.database_url:
+        raise ValueError("resolve the database URL first (kb_cli.database.prepare_database)")
+    return settings.database_url
 
 
 def _await_other_runs(

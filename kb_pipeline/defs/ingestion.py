@@ -1,7 +1,7 @@
 # No `from __future__ import annotations`: Dagster reads these annotations at runtime.
 """The ingestion asset graph: raw_documents → parsed_documents → chunks → chunk_embeddings →
 search_index, one dynamic partition per document. A run tagged with an index generation
-(batching.GENERATION_TAG) writes that generation's tables instead of the live ones.
+(runs.GENERATION_TAG) writes that generation's tables instead of the live ones.
 
 Each asset takes many partitions in one run (a single-run backfill policy), because a run's
 start-up costs more than a document's parsing: a sensor tick over 1,000 changed files launches
@@ -13,8 +13,8 @@ import dagster as dg
 
 from kb_core.generations import live_awaits_rebuild
 from kb_core.settings import Settings
-from kb_pipeline.batching import run_generation
-from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.runs import DOCUMENTS_PARTITIONS, run_generation
 from kb_pipeline.stages import (
     RunScope,
     chunk_documents,
@@ -29,17 +29,14 @@ __all__ = [
     "INGEST_JOB",
     "chunk_embeddings",
     "chunks",
-    "documents_partitions",
     "parsed_documents",
     "raw_config",
     "raw_documents",
     "search_index",
 ]
 
-documents_partitions = dg.DynamicPartitionsDefinition(name="documents")
-
 _INGESTION = {
-    "partitions_def": documents_partitions,
+    "partitions_def": DOCUMENTS_PARTITIONS,
     "backfill_policy": dg.BackfillPolicy.single_run(),
     "group_name": "ingestion",
 }
@@ -131,7 +128,7 @@ def search_index(
 INGEST_JOB = dg.define_asset_job(
     "ingest_documents",
     selection=dg.AssetSelection.groups("ingestion"),
-    partitions_def=documents_partitions,
+    partitions_def=DOCUMENTS_PARTITIONS,
     description="Parse, chunk, embed and index changed documents.",
 )
 

@@ -5,9 +5,9 @@ rebuild's runs they check the generation being built."""
 import dagster as dg
 
 from kb_core.queries import query
-from kb_pipeline.assets import search_index
-from kb_pipeline.batching import run_generation
-from kb_pipeline.resources import PostgresResource
+from kb_pipeline.defs.ingestion import search_index
+from kb_pipeline.defs.resources import PostgresResource
+from kb_pipeline.runs import run_generation
 
 Context = dg.AssetCheckExecutionContext
 

@@ -10,19 +10,16 @@ leaves nothing to do, it launches `evaluate_generation` for it. There, `generati
 replays the question sets against the candidate and the live generation side by side; its
 blocking checks keep `published_generation`, which switches the live index in one transaction,
 from running unless the candidate is as good. `kb generation rebuild` does the same in one
-process.
+process (kb_pipeline/in_process.py).
 """
 
 
 import dagster as dg
 import psycopg
 
-from kb_core.database import connect
-from kb_core.embeddings import make_embedder
 from kb_core.generations import (
     Access,
     Generation,
-    claimed,
     create_generation,
     discard_generation,
     generation,
@@ -37,32 +34,37 @@ from kb_core.generations import (
     set_state,
 )
 from kb_core.index_model import IndexModelMismatchError
-from kb_core.settings import EvalSettings, Settings
+from kb_core.settings import Settings
 from kb_pipeline.access import AccessError
-from kb_pipeline.assets import INGEST_JOB, raw_config
-from kb_pipeline.batching import GENERATION_TAG, UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.catalogue import stale_documents
-from kb_pipeline.evaluation import evaluate_index
-from kb_pipeline.ingest import process_tags
-from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.evaluation import evaluate_index, evaluation_settings
+from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.resources import (
+    AnswererResource,
+    EmbedderResource,
+    PostgresResource,
+    RerankerResource,
+)
+from kb_pipeline.runs import GENERATION_TAG, UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.stages import access_now, pipeline_version
 from kb_search.report import metrics_markdown, misses_markdown
 
 __all__ = [
     "GATE_JOB",
+    "GENERATIONS_PARTITIONS",
     "discard_generation_job",
     "generation_evaluation",
     "generation_running",
-    "generations_partitions",
     "published_generation",
-    "rebuild_in_process",
     "rebuild_requests",
+    "rebuild_tags",
+    "stale_keys",
 ]
 
-generations_partitions = dg.DynamicPartitionsDefinition(name="generations")
+GENERATIONS_PARTITIONS = dg.DynamicPartitionsDefinition(name="generations")
 RECALL_GATE = "generation_recall_at_5_holds"
 COVERAGE_GATE = "generation_covers_live_documents"
-_GENERATIONS = {"partitions_def": generations_partitions, "group_name": "generations"}
+_GENERATIONS = {"partitions_def": GENERATIONS_PARTITIONS, "group_name": "generations"}
 # Rounds of rebuild runs before a generation is evaluated as it stands: files that keep
 # changing, or keep failing without a checksum to recognise them by, must not keep it building.
 MAX_BUILD_ROUNDS = 3
@@ -83,14 +85,16 @@ MAX_BUILD_ROUNDS = 3
     **_GENERATIONS,
 )
 def generation_evaluation(
-    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource,
+    answerer: AnswererResource, reranker: RerankerResource,
 ) -> dg.MaterializeResult:
     """A rebuilt index generation (the partition) measured against the live one with the
     configured question sets: it may be published only when both gates pass. A failed
     generation stays unpublished, with these figures, until it is discarded
     (`kb generation discard N`)."""
     gen_id = int(context.partition_key)
-    settings = EvalSettings.from_env()
+    engine = evaluation_settings(embedder, answerer, reranker)
+    settings = engine.evaluation
     with postgres.connection() as conn:
         state = generation(conn, gen_id).state
         if state not in ("building", "evaluating", "passed", "failed"):
@@ -100,12 +104,12 @@ def generation_evaluation(
         set_state(conn, gen_id, "evaluating")
         missing = missing_from(conn, gen_id)
         try:
-            live = evaluate_index(conn, embedder.name, settings, answers=False)
+            live = evaluate_index(conn, engine, answers=False)
         except IndexModelMismatchError as exc:  # a new embedding model: only the floor applies
             context.log.warning("live generation not comparable: %s", exc)
             live = None
     with postgres.connection(gen_id) as conn:
-        report = evaluate_index(conn, embedder.name, settings)
+        report = evaluate_index(conn, engine)
     recall = report["modes"]["hybrid"]["recall"]["5"]
     live_recall = live["modes"]["hybrid"]["recall"]["5"] if live else None
     reasons = []
@@ -182,7 +186,7 @@ def _current_access(conn: psycopg.Connection) -> Access:
 GATE_JOB = dg.define_asset_job(
     "evaluate_generation",
     selection=dg.AssetSelection.groups("generations"),
-    partitions_def=generations_partitions,
+    partitions_def=GENERATIONS_PARTITIONS,
     description="Evaluate a rebuilt index generation and publish it if its gates pass.",
 )
 
@@ -208,7 +212,7 @@ def discard_generation_job() -> None:
     discard_generation_op()
 
 
-def _rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
+def rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
     return {**range_tags(first, last), GENERATION_TAG: str(gen_id)}
 
 
@@ -229,15 +233,15 @@ def rebuild_requests(
         if gen.pipeline_version != version:  # the pipeline changed again meanwhile
             discard_generation(conn, gen.id, f"superseded by pipeline {version}")
         elif gen.state == "building":
-            stale = _stale(conn, gen, version, settings, keys)
+            stale = stale_keys(conn, gen, version, settings, keys)
             if stale:
                 runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=raw_config(settings),
-                                       tags=_rebuild_tags(gen.id, first, last))
+                                       tags=rebuild_tags(gen.id, first, last))
                          for first, last in partition_ranges(keys, stale)]
                 mark_round_launched(conn, gen.id)
                 continue
             set_state(conn, gen.id, "evaluating")
-            partitions.append(generations_partitions.build_add_request([str(gen.id)]))
+            partitions.append(GENERATIONS_PARTITIONS.build_add_request([str(gen.id)]))
             runs.append(dg.RunRequest(job_name=GATE_JOB.name, partition_key=str(gen.id),
                                       tags={GENERATION_TAG: str(gen.id)}))
         elif gen.state == "passed":  # its publication gave up (the index stayed busy): again
@@ -251,7 +255,7 @@ def rebuild_requests(
     return runs, partitions
 
 
-def _stale(conn: psycopg.Connection, gen: Generation, version: str, settings: Settings,
+def stale_keys(conn: psycopg.Connection, gen: Generation, version: str, settings: Settings,
            keys: list[str]) -> list[str]:
     """The documents partitions (of `keys`) the next build round of `gen` has to ingest:
     none once its rounds are used up."""
@@ -268,30 +272,3 @@ def generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
     return bool(instance.get_run_ids(
         dg.RunsFilter(tags={GENERATION_TAG: str(gen_id)}, statuses=UNFINISHED), limit=1))
 
-
-def rebuild_in_process(
-    settings: Settings, database_url: str, instance: dg.DagsterInstance,
-    definitions: dg.Definitions,
-) -> Generation:
-    """`kb generation rebuild`: a new generation for the current pipeline, built, evaluated and
-    (if its gates pass) published in this process, as the sensor would; the sensor leaves it
-    alone meanwhile."""
-    version = pipeline_version(make_embedder(settings.embedder))
-    keys = instance.get_dynamic_partitions("documents")
-    own = process_tags()
-    ingest = definitions.resolve_job_def(INGEST_JOB.name)
-    with connect(database_url, autocommit=True) as conn:
-        gen = create_generation(conn, version)
-        with claimed(conn, gen.id):
-            while stale := _stale(conn, generation(conn, gen.id), version, settings, keys):
-                mark_round_launched(conn, gen.id)
-                for first, last in partition_ranges(keys, stale):
-                    ingest.execute_in_process(
-                        instance=instance, tags={**_rebuild_tags(gen.id, first, last), **own},
-                        run_config=raw_config(settings), raise_on_error=False)
-            set_state(conn, gen.id, "evaluating")
-            instance.add_dynamic_partitions(generations_partitions.name, [str(gen.id)])
-            definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
-                instance=instance, partition_key=str(gen.id),
-                tags={GENERATION_TAG: str(gen.id), **own}, raise_on_error=False)
-        return generation(conn, gen.id)

