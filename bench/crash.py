@@ -16,7 +16,8 @@ random delay. After each kill it checks, against the bytes of every version it w
   half-replaced document), and that checksum is one of a version written for its file;
 - the keyword statistics equal what the chunks hold.
 
-The test suite runs a short variant (tests/test_crash_safety.py); the functions here serve both.
+The test suite runs a short variant (tests/integration/test_crash_safety.py); the functions
+here serve both.
 """
 
 from __future__ import annotations

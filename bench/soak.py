@@ -17,7 +17,7 @@ as soon as the previous one returns, alternate /v1/search and /v1/ask for --minu
   Python rarely returns freed memory to the system, so a leak shows as steady growth between
   start and end, not as a difference of a few MiB.
 - A 5xx is any status of 500 or more; a transport error is a request that got no response
-  (refused connection, reset, timeout). The CI variant is tests/test_soak.py.
+  (refused connection, reset, timeout). The CI variant is tests/integration/test_soak.py.
 
 The clients share the machine's cores with the server and the database; the load average is
 printed.

@@ -1,8 +1,9 @@
 """The configuration of one installation: every variable the product reads, declared once here
 with its default and meaning (`VARIABLES`), and read when a command or a run starts, never at
-import (`Settings.from_env`). Nothing else reads them (tests/test_configuration.py), and README's
-configuration table is `markdown_table()`'s output. A value handed to a child process goes in
-that process's environment (`Settings.environment`), never into this process's `os.environ`.
+import (`Settings.from_env`). Nothing else reads them (tests/unit/test_configuration.py), and
+README's configuration table is `markdown_table()`'s output. A value handed to a child process
+goes in that process's environment (`Settings.environment`), never into this process's
+`os.environ`.
 """
 
 from __future__ import annotations

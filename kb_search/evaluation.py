@@ -44,7 +44,7 @@ _DEPTH = 10  # MRR and nDCG are reported at 10 whatever k is
 _MODE_ORDER = ("hybrid", "vector", "keyword")
 COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
 # The wording of kb_search/answerers/verification.py for a number or code of an answer that
-# no passage it cites contains (tests/test_evaluation.py holds the two together).
+# no passage it cites contains (tests/unit/test_evaluation.py holds the two together).
 _UNSUPPORTED = ("number ", "code ")
 
 

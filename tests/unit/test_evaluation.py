@@ -33,7 +33,7 @@ from kb_search.evaluation import (
 )
 from kb_search.search import Ranks, SearchHit, SearchResult
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = "/kb/docs"
 
 

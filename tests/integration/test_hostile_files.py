@@ -25,8 +25,8 @@ from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.ingestion import INGEST_JOB, raw_documents
-from tests.test_parsing import encrypt, make_pdf
-from tests.test_sensor import evaluate
+from tests.integration.test_sensor import evaluate
+from tests.unit.test_parsing import encrypt, make_pdf
 
 MB = 2**20
 SECRET = "社外秘ZQXSECRET"  # only ever written outside the watched folder

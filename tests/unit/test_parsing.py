@@ -29,7 +29,7 @@ from kb_pipeline.parsing import (
 from kb_pipeline.parsing import xlsx as xlsx_parser
 from kb_pipeline.parsing.pdf import join_wrapped_lines
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "docs"
 
 REGULATION = """経費精算規程
 

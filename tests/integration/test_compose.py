@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DAGSTER_YAML = REPO / "docker" / "dagster.yaml"
 POSTGRES_DIR = REPO / "docker" / "postgres"

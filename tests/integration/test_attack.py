@@ -30,7 +30,13 @@ from kb_core.settings import EmbedderSettings, ServiceSettings, Settings
 from kb_core.tokens import TokenStore
 from query_service.app import create_app
 from tests.fake_servers import FakeServer, fake_server
-from tests.test_soak import SAMPLES, ServiceProcess, ingest, new_database, running_service
+from tests.integration.test_soak import (
+    SAMPLES,
+    ServiceProcess,
+    ingest,
+    new_database,
+    running_service,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -525,7 +525,7 @@ def test_judge_failure_costs_one_score_not_the_evaluation(monkeypatch):
 
 def test_judged_faithfulness_averages_the_found_answers_the_model_could_score(monkeypatch):
     from kb_search.evaluation import judge_answers
-    from tests.test_evaluation import RULES, answered, asked
+    from tests.unit.test_evaluation import RULES, answered, asked
 
     def judging(body: dict) -> Reply:
         answer = WIRES["openai"].user(body).rsplit("<answer>", 1)[1]

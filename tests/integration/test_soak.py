@@ -36,7 +36,7 @@ __all__ = ["KB", "ServiceProcess", "indexed_database", "ingest", "new_database",
 
 KB = str(Path(sys.executable).parent / "kb")  # the console script of this environment
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "docs"
 TEMPLATE = "kb_template"  # the migrated template tests/conftest.py prepares
 SOAK_SECONDS = 45
 CLIENTS = 64

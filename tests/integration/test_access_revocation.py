@@ -17,7 +17,7 @@ from litestar.testing import AsyncTestClient
 from kb_core.settings import ServiceSettings, Settings
 from kb_core.tokens import TokenStore
 from query_service.app import create_app
-from tests.test_hostile_files import evaluate, launch, tick
+from tests.integration.test_hostile_files import evaluate, launch, tick
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 

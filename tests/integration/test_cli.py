@@ -18,7 +18,7 @@ import pytest
 
 from tests.offline import offline
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "docs"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "docs"
 KB = str(Path(sys.executable).parent / "kb")
 
 

@@ -35,8 +35,8 @@ from kb_pipeline.runs import GENERATION_TAG
 from kb_search.search import Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
 from tests.fake_servers import fake_server
-from tests.test_embedders import openai_embeddings
-from tests.test_sensor import evaluate
+from tests.integration.test_embedders import openai_embeddings
+from tests.integration.test_sensor import evaluate
 
 QUESTIONS = 30
 

@@ -1,6 +1,7 @@
 """The question planner: which terms the keyword leg looks for, how much each weighs, and codes.
 
-Unit tests: no database, no model. How the plans rank real passages is tests/test_search.py's.
+Unit tests: no database, no model. How the plans rank real passages is
+tests/integration/test_search.py's.
 """
 
 from __future__ import annotations
