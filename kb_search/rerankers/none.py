@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb_search.rerankers import Candidate
+from kb_search.rerankers.contract import Candidate
 
 __all__ = ["KeepOrderReranker"]
 
