@@ -21,7 +21,7 @@ from kb_search.answerers.judge import make_judge
 from kb_search.engine import build_engine, build_searcher
 from kb_search.evaluation import load_questions, run_question_set
 from kb_search.knowledge import KnowledgeService
-from kb_search.report import render_html, text_report
+from kb_search.report import json_payload, render_html, text_report
 from kb_search.search import MODES, Searcher, configure_search_session, pooled_search_connection
 
 __all__ = ["run_ask", "run_eval", "run_search"]
@@ -82,11 +82,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
             render_html(report, sets=[args.file], generated=time.strftime("%Y-%m-%d %H:%M %Z")),
             encoding="utf-8")
         print(f"report written to {args.report}", file=sys.stderr)
-    payload: dict = {"modes": report["modes"]} if mode == "all" else (
-        dict(report["modes"][mode]) if mode else report["answers"])
-    if mode and engine is not None:
-        payload["answers"] = report["answers"]
-    emit(args, payload, lambda: print(text_report(report)))
+    emit(args, json_payload(report, mode), lambda: print(text_report(report)))
     return 0
 
 

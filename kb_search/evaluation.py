@@ -6,6 +6,9 @@ document's rank is the rank of its first chunk among the hits (1-based), and eac
 one relevant document. `run_question_set` runs a set against one database connection with the
 real search and answer code, so the same measurement serves `kb eval`, the Dagster asset and,
 later, an index generation that is not yet live.
+
+The results are structs that encode to the JSON `kb eval --json` prints: field order is key
+order, and the judge's fields are left out (not null) when no judge ran.
 """
 
 from __future__ import annotations
@@ -14,22 +17,30 @@ import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import psycopg
+from msgspec import UNSET, UnsetType
 
 from kb_core.queries import query
 from kb_search.answerers.judge import FaithfulnessJudge
-from kb_search.asking import Asker
+from kb_search.asking import Asker, AskResult
 from kb_search.search import Searcher
 
 __all__ = [
     "COLUMNS",
+    "AnswerMetrics",
     "EvalQuestion",
+    "EvalReport",
+    "Faithfulness",
+    "Miss",
+    "ModeMetrics",
+    "Recall",
+    "WrongAnswer",
     "compare_modes",
     "evaluate",
     "evaluate_answers",
+    "judge_answers",
     "load_question_sets",
     "load_questions",
     "mode_rows",
@@ -39,7 +50,6 @@ __all__ = [
     "source_matches",
 ]
 
-_CUTOFFS = (1, 5, 10)
 _DEPTH = 10  # MRR and nDCG are reported at 10 whatever k is
 _MODE_ORDER = ("hybrid", "vector", "keyword")
 COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
@@ -56,6 +66,85 @@ class EvalQuestion(msgspec.Struct):
     answerable: bool = True
     groups: list[str] | None = None
     note: str | None = None
+
+
+class Miss(msgspec.Struct):
+    """A question whose document is not within the top k, and the first three documents found."""
+
+    question: str
+    expected_source: str
+    top: list[str]
+
+
+class Recall(msgspec.Struct):
+    """Recall at the cutoffs 1, 5 and 10, keyed "1", "5" and "10" in JSON."""
+
+    at_1: float = msgspec.field(name="1")
+    at_5: float = msgspec.field(name="5")
+    at_10: float = msgspec.field(name="10")
+
+
+class ModeMetrics(msgspec.Struct):
+    """The retrieval metrics of one search mode (`evaluate`)."""
+
+    n: int  # the questions counted: answerable, with an expected_source
+    k: int
+    recall_at_k: float
+    recall: Recall
+    mrr_at_10: float
+    ndcg_at_10: float
+    misses: list[Miss]
+
+
+class WrongAnswer(msgspec.Struct):
+    """An answer that failed a measure, with the reasons and the documents it cites."""
+
+    question: str
+    expected_source: str | None
+    answerable: bool
+    answer: str  # its first 120 characters
+    reasons: list[str]
+    cited: list[str]
+
+
+class Faithfulness(msgspec.Struct):
+    """The judge's mean faithfulness score over the found answers it could score."""
+
+    judge: str
+    judged: int
+    judged_faithfulness: float | None  # None when it scored none
+
+
+class AnswerMetrics(msgspec.Struct):
+    """The answer measures (`evaluate_answers`); the judge's fields only when a judge ran."""
+
+    answerable: int
+    unanswerable: int
+    found: int
+    cited_expected_rate: float
+    not_found_precision: float
+    not_found_recall: float
+    numbers_match_rate: float
+    verified_rate: float
+    forbidden_citations: int | None  # None when not measured
+    wrong: list[WrongAnswer]
+    judge: str | UnsetType = UNSET
+    judged: int | UnsetType = UNSET
+    judged_faithfulness: float | None | UnsetType = UNSET
+
+    def faithfulness(self) -> float | None:
+        """The model-judged faithfulness; None when no judge ran or it scored no answer."""
+        return None if isinstance(self.judged_faithfulness, UnsetType) else self.judged_faithfulness
+
+
+class EvalReport(msgspec.Struct):
+    """One question set run against one index (`run_question_set`)."""
+
+    questions: int
+    k: int
+    modes: dict[str, ModeMetrics]
+    curves: dict[str, list[float]]  # per mode, Recall@1..10
+    answers: AnswerMetrics | None = None  # measured only with an asker
 
 
 def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuestion]:
@@ -129,39 +218,39 @@ def _distinct(hits: list[str], limit: int) -> list[str]:
     return seen
 
 
-def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int) -> dict[str, Any]:
+def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int) -> ModeMetrics:
     """The `kb eval` metrics of one search mode; hits[i] are question i's ranked source_uris.
 
-    Only answerable questions with an expected_source count; "n" is their number, and every
+    Only answerable questions with an expected_source count; `n` is their number, and every
     metric is 0.0 when there are none. MRR and nDCG are cut off at 10 (a single relevant
     document, so the ideal DCG is 1). Fetch at least max(k, 10) hits per question, or the @10
-    metrics undercount. "misses" lists the questions whose document is not within the top k.
+    metrics undercount. `misses` lists the questions whose document is not within the top k.
     """
     if len(hits) != len(questions):
         raise ValueError(f"{len(questions)} questions but {len(hits)} hit lists")
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     ranks: list[int | None] = []
-    misses: list[dict[str, Any]] = []
+    misses: list[Miss] = []
     for question, ranked in zip(questions, hits, strict=True):
         if not question.answerable or not question.expected_source:
             continue
         rank = _first_rank(ranked, question.expected_source)
         ranks.append(rank)
         if rank is None or rank > k:
-            misses.append({"question": question.question,
-                           "expected_source": question.expected_source,
-                           "top": _distinct(ranked, 3)})
-    return {
-        "n": len(ranks),
-        "k": k,
-        "recall_at_k": _mean([_hit(rank, k) for rank in ranks]),
-        "recall": {str(cut): _mean([_hit(rank, cut) for rank in ranks]) for cut in _CUTOFFS},
-        "mrr_at_10": _mean([1 / rank if _hit(rank, _DEPTH) else 0.0 for rank in ranks]),
-        "ndcg_at_10": _mean([1 / math.log2(rank + 1) if _hit(rank, _DEPTH) else 0.0
-                             for rank in ranks]),
-        "misses": misses,
-    }
+            misses.append(Miss(question=question.question,
+                               expected_source=question.expected_source,
+                               top=_distinct(ranked, 3)))
+    return ModeMetrics(
+        n=len(ranks),
+        k=k,
+        recall_at_k=_recall(ranks, k),
+        recall=Recall(at_1=_recall(ranks, 1), at_5=_recall(ranks, 5), at_10=_recall(ranks, 10)),
+        mrr_at_10=_mean([1 / rank if _hit(rank, _DEPTH) else 0.0 for rank in ranks]),
+        ndcg_at_10=_mean([1 / math.log2(rank + 1) if _hit(rank, _DEPTH) else 0.0
+                          for rank in ranks]),
+        misses=misses,
+    )
 
 
 def recall_curve(questions: list[EvalQuestion], hits: list[list[str]],
@@ -170,7 +259,11 @@ def recall_curve(questions: list[EvalQuestion], hits: list[list[str]],
     ranks = [_first_rank(ranked, q.expected_source)
              for q, ranked in zip(questions, hits, strict=True)
              if q.answerable and q.expected_source]
-    return [_mean([_hit(rank, k) for rank in ranks]) for k in range(1, depth + 1)]
+    return [_recall(ranks, k) for k in range(1, depth + 1)]
+
+
+def _recall(ranks: list[int | None], cutoff: int) -> float:
+    return _mean([_hit(rank, cutoff) for rank in ranks])
 
 
 def _hit(rank: int | None, cutoff: int) -> float:
@@ -181,7 +274,7 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def compare_modes(results: dict[str, dict[str, Any]]) -> str:
+def compare_modes(results: Mapping[str, ModeMetrics]) -> str:
     """A plain-text table of `evaluate` results, one row per mode, for `kb eval --mode all`.
 
     Rows come in the order hybrid, vector, keyword; any other mode follows in the given order.
@@ -197,33 +290,33 @@ def compare_modes(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def mode_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[float]]]:
+def mode_rows(results: Mapping[str, ModeMetrics]) -> list[tuple[str, list[float]]]:
     """(mode, values in COLUMNS order) per mode: hybrid, vector, keyword, then any other."""
     modes = [m for m in _MODE_ORDER if m in results]
     modes += [m for m in results if m not in _MODE_ORDER]
     return [(mode, _table_values(results[mode])) for mode in modes]
 
 
-def _table_values(result: dict[str, Any]) -> list[float]:
+def _table_values(result: ModeMetrics) -> list[float]:
     """The values of one mode's row, in COLUMNS order."""
-    recall = result["recall"]
-    return [recall["1"], recall["5"], recall["10"], result["mrr_at_10"], result["ndcg_at_10"]]
+    recall = result.recall
+    return [recall.at_1, recall.at_5, recall.at_10, result.mrr_at_10, result.ndcg_at_10]
 
 
-def numbers_match(answer: dict) -> bool:
+def numbers_match(answer: AskResult) -> bool:
     """Whether every number and code of an answer appears in a passage it cites, as the
-    answer's verification found (the `kb ask` JSON's warnings)."""
-    return not any(w.startswith(_UNSUPPORTED) for w in answer["warnings"])
+    answer's verification found (its warnings)."""
+    return not any(w.startswith(_UNSUPPORTED) for w in answer.warnings)
 
 
 def evaluate_answers(
     questions: list[EvalQuestion],
-    answers: list[dict],
+    answers: list[AskResult],
     *,
     default_groups: Sequence[str] = (),
     document_groups: Mapping[str, Sequence[str]] | None = None,
-) -> dict:
-    """Answer quality; `answers[i]` is the `kb ask` JSON for questions[i].
+) -> AnswerMetrics:
+    """Answer quality; `answers[i]` is the `kb ask` result for questions[i].
 
     - cited_expected_rate: answerable questions answered citing the expected document and no
       document outside the question's groups;
@@ -233,7 +326,7 @@ def evaluate_answers(
     - forbidden_citations: answers citing a document the question's groups (its own "groups",
       else `default_groups`) may not see, by `document_groups` (source_uri → allowed groups; a
       document missing from it counts as forbidden). Not measured when it is None.
-    "wrong" lists every failed answer with its reasons.
+    `wrong` lists every failed answer with its reasons.
     """
     if len(answers) != len(questions):
         raise ValueError(f"{len(answers)} answers for {len(questions)} questions")
@@ -241,48 +334,48 @@ def evaluate_answers(
                 for q, a in zip(questions, answers, strict=True)]
     answerable = [f for q, f in zip(questions, failures, strict=True) if q.answerable]
     unanswerable = sum(1 for q in questions if not q.answerable)
-    said_not_found = [q for q, a in zip(questions, answers, strict=True) if not a["found"]]
+    said_not_found = [q for q, a in zip(questions, answers, strict=True) if not a.found]
     true_not_found = sum(1 for q in said_not_found if not q.answerable)
-    found = [a for a in answers if a["found"]]
-    return {
-        "answerable": len(answerable),
-        "unanswerable": unanswerable,
-        "found": len(found),
-        "cited_expected_rate": _rate(
+    found = [a for a in answers if a.found]
+    return AnswerMetrics(
+        answerable=len(answerable),
+        unanswerable=unanswerable,
+        found=len(found),
+        cited_expected_rate=_rate(
             sum(1 for f in answerable if not set(f) & _NOT_CITED_EXPECTED), len(answerable)),
-        "not_found_precision": _rate(true_not_found, len(said_not_found)),
-        "not_found_recall": _rate(true_not_found, unanswerable),
-        "numbers_match_rate": _rate(sum(1 for a in found if numbers_match(a)), len(found)),
-        "verified_rate": _rate(sum(1 for a in answers if a["verified"]), len(answers)),
-        "forbidden_citations": (
+        not_found_precision=_rate(true_not_found, len(said_not_found)),
+        not_found_recall=_rate(true_not_found, unanswerable),
+        numbers_match_rate=_rate(sum(1 for a in found if numbers_match(a)), len(found)),
+        verified_rate=_rate(sum(1 for a in answers if a.verified), len(answers)),
+        forbidden_citations=(
             None if document_groups is None
             else sum(1 for f in failures if "cites a forbidden document" in f)
         ),
-        "wrong": [
-            {"question": q.question, "expected_source": q.expected_source,
-             "answerable": q.answerable, "answer": a["answer"][:120], "reasons": f,
-             "cited": [c["source_uri"] for c in a["citations"]]}
+        wrong=[
+            WrongAnswer(question=q.question, expected_source=q.expected_source,
+                        answerable=q.answerable, answer=a.answer[:120], reasons=f,
+                        cited=[c.source_uri for c in a.citations])
             for q, a, f in zip(questions, answers, failures, strict=True) if f
         ],
-    }
+    )
 
 
 _NOT_CITED_EXPECTED = {"said not found", "does not cite the expected document",
                        "cites a forbidden document"}
 
 
-def _answer_failures(question: EvalQuestion, answer: dict, default_groups: Sequence[str],
+def _answer_failures(question: EvalQuestion, answer: AskResult, default_groups: Sequence[str],
                      document_groups: Mapping[str, Sequence[str]] | None) -> list[str]:
     reasons = []
-    cited = [c["source_uri"] for c in answer["citations"]]
-    if question.answerable and not answer["found"]:
+    cited = [c.source_uri for c in answer.citations]
+    if question.answerable and not answer.found:
         reasons.append("said not found")
     elif question.answerable and not any(
             source_matches(uri, question.expected_source or "") for uri in cited):
         reasons.append("does not cite the expected document")
-    if not question.answerable and answer["found"]:
+    if not question.answerable and answer.found:
         reasons.append("missed not found")
-    if answer["found"] and not numbers_match(answer):
+    if answer.found and not numbers_match(answer):
         reasons.append("a number or code is in no cited passage")
     if document_groups is not None:
         groups = set(question.groups if question.groups is not None else default_groups)
@@ -307,54 +400,54 @@ def run_question_set(
     k: int = 5,
     modes: Sequence[str] = _MODE_ORDER,
     judge: FaithfulnessJudge | None = None,
-) -> dict[str, Any]:
+) -> EvalReport:
     """Every question searched in each mode (and asked, with an `asker`) on `conn`, with the
     real search and answer code, each under its own "groups" (else `groups`); with a `judge`
     too, the found answers are scored for faithfulness (`judge_answers`).
 
     `conn` must be configured for search (`configure_search_session`); pointing it at another
-    index (a generation) evaluates that index. Returns {"questions", "k", "modes": {mode:
-    `evaluate` result}, "curves": {mode: Recall@1..10}, "answers": `evaluate_answers` result
-    or None}.
+    index (a generation) evaluates that index. The report's `answers` is None without an
+    `asker`.
     """
     def groups_of(question: EvalQuestion) -> list[str]:
         return list(question.groups if question.groups is not None else groups)
 
     prepared = [searcher.prepare(q.question) for q in questions]  # one embedding per question
     fetch = max(k, _DEPTH)  # MRR@10 and nDCG@10 need ten hits whatever k is
-    report: dict[str, Any] = {"questions": len(questions), "k": k, "modes": {}, "curves": {},
-                              "answers": None}
+    report = EvalReport(questions=len(questions), k=k, modes={}, curves={})
     for mode in modes:
         hits = [
             [h.source_uri for h in searcher.search(conn, p, groups_of(q), fetch, mode)[0].hits]
             for q, p in zip(questions, prepared, strict=True)
         ]
-        report["modes"][mode] = evaluate(questions, hits, k)
-        report["curves"][mode] = recall_curve(questions, hits)
+        report.modes[mode] = evaluate(questions, hits, k)
+        report.curves[mode] = recall_curve(questions, hits)
     if asker is not None:
         answers = [
-            msgspec.to_builtins(asker.answer(
-                asker.retrieve(conn, q.question, groups_of(q), p), q.question, "eval"))
+            asker.answer(asker.retrieve(conn, q.question, groups_of(q), p), q.question, "eval")
             for q, p in zip(questions, prepared, strict=True)
         ]
-        cited = sorted({c["source_uri"] for a in answers for c in a["citations"]})
-        report["answers"] = evaluate_answers(
+        cited = sorted({c.source_uri for a in answers for c in a.citations})
+        report.answers = evaluate_answers(
             questions, answers, default_groups=groups,
             document_groups=_document_groups(conn, cited))
         if judge is not None:
-            report["answers"] |= judge_answers(judge, questions, answers)
+            scored = judge_answers(judge, questions, answers)
+            report.answers = msgspec.structs.replace(
+                report.answers, judge=scored.judge, judged=scored.judged,
+                judged_faithfulness=scored.judged_faithfulness)
     return report
 
 
 def judge_answers(judge: FaithfulnessJudge, questions: list[EvalQuestion],
-                  answers: list[dict]) -> dict[str, Any]:
+                  answers: list[AskResult]) -> Faithfulness:
     """The judge's mean faithfulness score over the found answers it could score, labelled as
-    model-judged: {"judge", "judged", "judged_faithfulness" (None when it scored none)}."""
-    scores = [judge.score(q.question, a["answer"], [c["quote"] for c in a["citations"]])
-              for q, a in zip(questions, answers, strict=True) if a["found"]]
+    model-judged (`judged_faithfulness` is None when it scored none)."""
+    scores = [judge.score(q.question, a.answer, [c.quote for c in a.citations])
+              for q, a in zip(questions, answers, strict=True) if a.found]
     judged = [s for s in scores if s is not None]
-    return {"judge": judge.name, "judged": len(judged),
-            "judged_faithfulness": _mean(judged) if judged else None}
+    return Faithfulness(judge=judge.name, judged=len(judged),
+                        judged_faithfulness=_mean(judged) if judged else None)
 
 
 def _document_groups(conn: psycopg.Connection, source_uris: list[str]) -> dict[str, list[str]]:

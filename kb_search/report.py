@@ -1,7 +1,7 @@
 """The evaluation report: one `run_question_set` result as Markdown (the Dagster UI), flat
-numbers (Dagster plots them over materializations), plain text (`kb eval`) and one
-self-contained HTML file with a hand-drawn SVG plot of Recall@k against k per mode
-(`kb eval --report`).
+numbers (Dagster plots them over materializations), plain text (`kb eval`), the `kb eval --json`
+payload and one self-contained HTML file with a hand-drawn SVG plot of Recall@k against k per
+mode (`kb eval --report`).
 
 Nothing here loads from outside the file: no scripts, fonts, images or style sheets by URL.
 """
@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from kb_search.evaluation import COLUMNS, compare_modes, mode_rows
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from kb_search.evaluation import (
+    COLUMNS,
+    AnswerMetrics,
+    EvalReport,
+    ModeMetrics,
+    compare_modes,
+    mode_rows,
+)
 
 __all__ = [
+    "AllModesPayload",
+    "ModePayload",
     "answer_rows",
+    "json_payload",
     "metric_values",
     "metrics_markdown",
     "misses_markdown",
@@ -29,71 +42,80 @@ __all__ = [
 MISSES_SHOWN = 30  # per mode and for answers; the rest is counted
 _COLOURS = {"hybrid": "#1f6feb", "vector": "#d9480f", "keyword": "#2f9e44"}
 _OTHER_COLOURS = ("#9c36b5", "#495057", "#c2255c")
-_ANSWER_MEASURES = (
-    ("cited_expected_rate", "answerable questions answered citing the expected document"),
-    ("not_found_precision", '"not found" precision on the unanswerable questions'),
-    ("not_found_recall", '"not found" recall on the unanswerable questions'),
-    ("numbers_match_rate", "found answers whose numbers and codes are all in a cited passage"),
-    ("verified_rate", "answers verified without warnings"),
-)
 
 
-def answer_rows(answers: dict[str, Any]) -> list[tuple[str, str]]:
+def _answer_measures(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
+    """(name, label, value) of each answer rate; the name is its field's, as in the JSON."""
+    return [
+        ("cited_expected_rate", "answerable questions answered citing the expected document",
+         answers.cited_expected_rate),
+        ("not_found_precision", '"not found" precision on the unanswerable questions',
+         answers.not_found_precision),
+        ("not_found_recall", '"not found" recall on the unanswerable questions',
+         answers.not_found_recall),
+        ("numbers_match_rate", "found answers whose numbers and codes are all in a cited passage",
+         answers.numbers_match_rate),
+        ("verified_rate", "answers verified without warnings", answers.verified_rate),
+    ]
+
+
+def answer_rows(answers: AnswerMetrics) -> list[tuple[str, str]]:
     """(measure, value) rows of the answer measures, rates as percentages."""
-    rows = [(label, f"{answers[key]:.1%}") for key, label in _ANSWER_MEASURES]
-    if answers.get("forbidden_citations") is not None:
+    rows = [(label, f"{value:.1%}") for _, label, value in _answer_measures(answers)]
+    if answers.forbidden_citations is not None:
         rows.append(("answers citing a document outside the question's groups",
-                     str(answers["forbidden_citations"])))
-    if answers.get("judged_faithfulness") is not None:
-        rows.append((f"faithfulness, {answers['judge']} (not a gate)",
-                     f"{answers['judged_faithfulness']:.1%} over {answers['judged']} answers"))
+                     str(answers.forbidden_citations)))
+    faithfulness = answers.faithfulness()
+    if faithfulness is not None:
+        rows.append((f"faithfulness, {answers.judge} (not a gate)",
+                     f"{faithfulness:.1%} over {answers.judged} answers"))
     rows.append(("questions: answerable / unanswerable / answered",
-                 f"{answers['answerable']} / {answers['unanswerable']} / {answers['found']}"))
+                 f"{answers.answerable} / {answers.unanswerable} / {answers.found}"))
     return rows
 
 
-def metric_values(report: dict[str, Any]) -> dict[str, float]:
+def metric_values(report: EvalReport) -> dict[str, float]:
     """Every metric as one flat number, named "<mode> <column>" or "answers <measure>"."""
     values = {f"{mode} {column}": value
-              for mode, row in mode_rows(report["modes"])
+              for mode, row in mode_rows(report.modes)
               for column, value in zip(COLUMNS, row, strict=True)}
-    if report.get("answers"):
-        values |= {f"answers {key}": float(report["answers"][key])
-                   for key, _ in _ANSWER_MEASURES}
-        if report["answers"].get("forbidden_citations") is not None:
-            values["answers forbidden_citations"] = float(report["answers"]["forbidden_citations"])
-        if report["answers"].get("judged_faithfulness") is not None:
-            values["answers judged_faithfulness (model-judged)"] = float(
-                report["answers"]["judged_faithfulness"])
+    answers = report.answers
+    if answers is not None:
+        values |= {f"answers {key}": float(value) for key, _, value in _answer_measures(answers)}
+        if answers.forbidden_citations is not None:
+            values["answers forbidden_citations"] = float(answers.forbidden_citations)
+        faithfulness = answers.faithfulness()
+        if faithfulness is not None:
+            values["answers judged_faithfulness (model-judged)"] = float(faithfulness)
     return values
 
 
-def metrics_markdown(report: dict[str, Any]) -> str:
+def metrics_markdown(report: EvalReport) -> str:
     """The metrics as Markdown tables: one row per mode, then the answer measures."""
-    lines = [f"{report['questions']} questions; misses counted at k={report['k']}.", "",
+    lines = [f"{report.questions} questions; misses counted at k={report.k}.", "",
              _md_row(["mode", *COLUMNS]), _md_row(["---"] * (len(COLUMNS) + 1))]
     lines += [_md_row([mode, *(f"{v:.4f}" for v in row)])
-              for mode, row in mode_rows(report["modes"])]
-    if report.get("answers"):
+              for mode, row in mode_rows(report.modes)]
+    if report.answers is not None:
         lines += ["", _md_row(["measure", "value"]), _md_row(["---", "---"])]
-        lines += [_md_row([label, value]) for label, value in answer_rows(report["answers"])]
+        lines += [_md_row([label, value]) for label, value in answer_rows(report.answers)]
     return "\n".join(lines)
 
 
-def misses_markdown(report: dict[str, Any]) -> str:
+def misses_markdown(report: EvalReport) -> str:
     """Each mode's misses with their top hits, then the wrong answers with their reasons."""
     lines: list[str] = []
-    for mode, result in report["modes"].items():
-        misses = result["misses"]
-        lines += [f"### {mode}: {len(misses)} misses at k={result['k']}", ""]
-        lines += [f"- {_md(m['question'])} → expected `{m['expected_source']}`; top: "
-                  + ", ".join(f"`{_short(t)}`" for t in m["top"])
+    for mode, result in report.modes.items():
+        misses = result.misses
+        lines += [f"### {mode}: {len(misses)} misses at k={result.k}", ""]
+        lines += [f"- {_md(m.question)} → expected `{m.expected_source}`; top: "
+                  + ", ".join(f"`{_short(t)}`" for t in m.top)
                   for m in misses[:MISSES_SHOWN]]
         lines += _more(len(misses)) + [""]
-    if report.get("answers"):
-        wrong = report["answers"]["wrong"]
+    if report.answers is not None:
+        wrong = report.answers.wrong
         lines += [f"### answers: {len(wrong)} wrong", ""]
-        lines += [f"- {_md(w['question'])} ({'; '.join(w['reasons'])}) → {_md(w['answer'])}"
+        lines += [f"- {_md(w.question)} ({'; '.join(w.reasons)}) → {_md(w.answer)}"
                   for w in wrong[:MISSES_SHOWN]]
         lines += _more(len(wrong))
     return "\n".join(lines).strip() or "no misses"
@@ -189,40 +211,40 @@ code { background: #f1f3f5; padding: 0 0.2rem; }
 """
 
 
-def render_html(report: dict[str, Any], *, title: str = "検索評価レポート",
+def render_html(report: EvalReport, *, title: str = "検索評価レポート",
                 sets: list[str] | None = None, generated: str = "") -> str:
     """The whole report as one HTML document: tables, plot and misses, all inline."""
     esc = html.escape
-    meta = [f"{report['questions']} questions; misses counted at k={report['k']}"]
+    meta = [f"{report.questions} questions; misses counted at k={report.k}"]
     if sets:
         meta.append("question sets: " + ", ".join(sets))
     if generated:
         meta.append(f"generated {generated}")
     body = [f"<h1>{esc(title)}</h1>", f'<p class="meta">{esc("; ".join(meta))}</p>']
-    if report["modes"]:
+    if report.modes:
         body += ["<h2>Retrieval</h2>",
                  _html_table(["mode", *COLUMNS],
                              [[mode, *(f"{v:.4f}" for v in row)]
-                              for mode, row in mode_rows(report["modes"])], "retrieval-metrics"),
+                              for mode, row in mode_rows(report.modes)], "retrieval-metrics"),
                  "<h2>Recall@k against k</h2>",
-                 f"<figure>{recall_svg(report['curves'])}</figure>"]
-    if report.get("answers"):
+                 f"<figure>{recall_svg(report.curves)}</figure>"]
+    if report.answers is not None:
         body += ["<h2>Answers</h2>",
                  _html_table(["measure", "value"],
-                             [list(row) for row in answer_rows(report["answers"])],
+                             [list(row) for row in answer_rows(report.answers)],
                              "answer-metrics")]
     body.append("<h2>Misses</h2>")
-    for mode, result in report["modes"].items():
-        body.append(f"<h3>{esc(mode)}: {len(result['misses'])} misses</h3>")
+    for mode, result in report.modes.items():
+        body.append(f"<h3>{esc(mode)}: {len(result.misses)} misses</h3>")
         body.append(_html_list(
-            f"{esc(m['question'])} → expected <code>{esc(m['expected_source'])}</code>; top: "
-            + ", ".join(f"<code>{esc(_short(t))}</code>" for t in m["top"])
-            for m in result["misses"]))
-    if report.get("answers"):
-        wrong = report["answers"]["wrong"]
+            f"{esc(m.question)} → expected <code>{esc(m.expected_source)}</code>; top: "
+            + ", ".join(f"<code>{esc(_short(t))}</code>" for t in m.top)
+            for m in result.misses))
+    if report.answers is not None:
+        wrong = report.answers.wrong
         body.append(f"<h3>answers: {len(wrong)} wrong</h3>")
         body.append(_html_list(
-            f"{esc(w['question'])} ({esc('; '.join(w['reasons']))}) → {esc(w['answer'])}"
+            f"{esc(w.question)} ({esc('; '.join(w.reasons))}) → {esc(w.answer)}"
             for w in wrong))
     return (f'<!DOCTYPE html>\n<html lang="ja"><head><meta charset="utf-8">'
             f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
@@ -236,36 +258,62 @@ def _html_table(header: list[str], rows: list[list[str]], css_id: str) -> str:
     return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _html_list(items: Any) -> str:
+def _html_list(items: Iterable[str]) -> str:
     entries = "".join(f"<li>{item}</li>" for item in items)
     return f"<ul>{entries}</ul>" if entries else "<p>none</p>"
 
 
-# --- the text report (`kb eval` without --json) ----------------------------------------------
+# --- the text report and the JSON (`kb eval`) -----------------------------------------------
 
-def text_report(report: dict[str, Any]) -> str:
+def text_report(report: EvalReport) -> str:
     """The report as plain text: the mode table, each mode's misses, then the answers."""
-    lines = [compare_modes(report["modes"])] if report["modes"] else []
-    for mode, metrics in report["modes"].items():
-        lines.append(f"\n{mode}: {len(metrics['misses'])} misses at k={report['k']}")
-        lines += [f"  {miss['question']}  → expected {miss['expected_source']}, "
-                  f"got {', '.join(Path(t).name for t in miss['top'])}"
-                  for miss in metrics["misses"]]
-    answers = report["answers"]
-    if answers:
+    lines = [compare_modes(report.modes)] if report.modes else []
+    for mode, metrics in report.modes.items():
+        lines.append(f"\n{mode}: {len(metrics.misses)} misses at k={report.k}")
+        lines += [f"  {miss.question}  → expected {miss.expected_source}, "
+                  f"got {', '.join(Path(t).name for t in miss.top)}"
+                  for miss in metrics.misses]
+    answers = report.answers
+    if answers is not None:
         lines += [
             f"\nanswerable questions answered citing the expected document: "
-            f"{answers['cited_expected_rate']:.1%} of {answers['answerable']}",
-            f"not found: precision {answers['not_found_precision']:.1%}, recall "
-            f"{answers['not_found_recall']:.1%} over {answers['unanswerable']} unanswerable",
-            f"numbers and codes found in a cited passage: {answers['numbers_match_rate']:.1%}"
-            f" of {answers['found']} answers; verified answers: {answers['verified_rate']:.1%}",
+            f"{answers.cited_expected_rate:.1%} of {answers.answerable}",
+            f"not found: precision {answers.not_found_precision:.1%}, recall "
+            f"{answers.not_found_recall:.1%} over {answers.unanswerable} unanswerable",
+            f"numbers and codes found in a cited passage: {answers.numbers_match_rate:.1%}"
+            f" of {answers.found} answers; verified answers: {answers.verified_rate:.1%}",
             f"answers citing a document outside the question's groups: "
-            f"{answers['forbidden_citations']}",
+            f"{answers.forbidden_citations}",
         ]
-        if answers.get("judged_faithfulness") is not None:
-            lines.append(f"faithfulness, {answers['judge']} (not a gate): "
-                         f"{answers['judged_faithfulness']:.1%} over {answers['judged']} answers")
-        lines += [f"  {wrong['question']} ({'; '.join(wrong['reasons'])}) "
-                  f"→ {wrong['answer'][:60]!r}" for wrong in answers["wrong"]]
+        faithfulness = answers.faithfulness()
+        if faithfulness is not None:
+            lines.append(f"faithfulness, {answers.judge} (not a gate): "
+                         f"{faithfulness:.1%} over {answers.judged} answers")
+        lines += [f"  {wrong.question} ({'; '.join(wrong.reasons)}) "
+                  f"→ {wrong.answer[:60]!r}" for wrong in answers.wrong]
     return "\n".join(lines)
+
+
+class ModePayload(ModeMetrics):
+    """`kb eval --mode MODE --json`: that mode's metrics, and the answers with --answers."""
+
+    answers: AnswerMetrics | UnsetType = UNSET
+
+
+class AllModesPayload(msgspec.Struct):
+    """`kb eval --mode all --json`: every mode's metrics, and the answers with --answers."""
+
+    modes: dict[str, ModeMetrics]
+    answers: AnswerMetrics | UnsetType = UNSET
+
+
+def json_payload(report: EvalReport,
+                 mode: str | None) -> ModePayload | AllModesPayload | AnswerMetrics | None:
+    """What `kb eval --json` prints for `--mode MODE` ("all" for every mode) or, with no mode
+    (`--answers` alone), the answers report by itself."""
+    answers = UNSET if report.answers is None else report.answers
+    if mode == "all":
+        return AllModesPayload(modes=report.modes, answers=answers)
+    if mode is not None:
+        return ModePayload(**msgspec.structs.asdict(report.modes[mode]), answers=answers)
+    return report.answers

@@ -23,7 +23,7 @@ from kb_pipeline.defs.resources import (
 )
 from kb_search.answerers.judge import make_judge
 from kb_search.engine import build_engine, build_searcher
-from kb_search.evaluation import load_question_sets, run_question_set
+from kb_search.evaluation import EvalReport, load_question_sets, run_question_set
 from kb_search.report import (
     metric_values,
     metrics_markdown,
@@ -46,7 +46,7 @@ __all__ = [
 NIGHTLY_CRON = "0 3 * * *"  # 03:00 UTC (12:00 JST), away from office-hours ingestion
 RECALL_CHECK = "hybrid_recall_at_5_above_floor"
 _ANSWER_CHECKS = {
-    # check name: (measure in the answers report, EvalSettings floor, what it states)
+    # check name: (AnswerMetrics field, EvalSettings floor, what it states)
     "answers_cite_expected_source": (
         "cited_expected_rate", "min_cited_expected",
         "Answerable questions are answered citing the expected document."),
@@ -94,7 +94,7 @@ def evaluation_settings(embedder: EmbedderResource, answerer: AnswererResource,
 
 
 def evaluate_index(conn: psycopg.Connection, settings: Settings, *,
-                   answers: bool = True) -> dict:
+                   answers: bool = True) -> EvalReport:
     """The `run_question_set` report of the configured question sets on `conn` (an autocommit
     connection to one index), with the engine `kb search` and `kb ask` build; an LLM answerer
     also judges the answers' faithfulness (model-judged, never a check). Raises
@@ -110,38 +110,41 @@ def evaluate_index(conn: psycopg.Connection, settings: Settings, *,
                             judge=make_judge(settings.answerer) if answers else None)
 
 
-def _recall_check(report: dict, settings: EvalSettings) -> dg.AssetCheckResult:
-    recall = report["modes"]["hybrid"]["recall"]["5"]
+def _recall_check(report: EvalReport, settings: EvalSettings) -> dg.AssetCheckResult:
+    hybrid = report.modes["hybrid"]
+    recall = hybrid.recall.at_5
     return dg.AssetCheckResult(
         check_name=RECALL_CHECK,
         passed=recall >= settings.min_recall_at_5,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={"hybrid_recall_at_5": recall, "floor": settings.min_recall_at_5,
-                  "questions": report["modes"]["hybrid"]["n"]},
+                  "questions": hybrid.n},
     )
 
 
-def _answer_checks(report: dict, settings: EvalSettings) -> list[dg.AssetCheckResult]:
-    answers = report["answers"]
+def _answer_checks(report: EvalReport, settings: EvalSettings) -> list[dg.AssetCheckResult]:
+    answers = report.answers
+    if answers is None:
+        raise ValueError("the report holds no answers to check")
     results = []
     for name, (measure, floor_name, _) in _ANSWER_CHECKS.items():
+        value = getattr(answers, measure)
         floor = getattr(settings, floor_name)
         results.append(dg.AssetCheckResult(
             check_name=name,
-            passed=answers[measure] >= floor,
+            passed=value >= floor,
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={measure: answers[measure], "floor": floor,
-                      "answerable": answers["answerable"],
-                      "unanswerable": answers["unanswerable"], "found": answers["found"]},
+            metadata={measure: value, "floor": floor, "answerable": answers.answerable,
+                      "unanswerable": answers.unanswerable, "found": answers.found},
         ))
-    forbidden = [w for w in answers["wrong"] if "cites a forbidden document" in w["reasons"]]
+    forbidden = [w for w in answers.wrong if "cites a forbidden document" in w.reasons]
     results.append(dg.AssetCheckResult(
         check_name=_FORBIDDEN_CHECK,
-        passed=answers["forbidden_citations"] == 0,
+        passed=answers.forbidden_citations == 0,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"forbidden_citations": answers["forbidden_citations"],
+        metadata={"forbidden_citations": answers.forbidden_citations,
                   "answers": dg.MetadataValue.md(
-                      "\n".join(f"- {w['question']}: {', '.join(w['cited'])}"
+                      "\n".join(f"- {w.question}: {', '.join(w.cited)}"
                                 for w in forbidden) or "none")},
     ))
     return results
@@ -178,11 +181,11 @@ def retrieval_evaluation(
     with postgres.connection() as conn:
         report = evaluate_index(conn, engine)
     elapsed = round(time.perf_counter() - started, 1)
-    context.log.info("evaluated %d questions in %.1f s", report["questions"], elapsed)
-    plot = recall_svg(report["curves"])
+    context.log.info("evaluated %d questions in %.1f s", report.questions, elapsed)
+    plot = recall_svg(report.curves)
     curve_rows = [
-        dg.TableRecord({"k": k, **{mode: curve[k - 1] for mode, curve in report["curves"].items()}})
-        for k in range(1, len(report["curves"]["hybrid"]) + 1)
+        dg.TableRecord({"k": k, **{mode: curve[k - 1] for mode, curve in report.curves.items()}})
+        for k in range(1, len(report.curves["hybrid"]) + 1)
     ]
     metadata = {
         "report": dg.MetadataValue.md(
@@ -194,10 +197,10 @@ def retrieval_evaluation(
             curve_rows,
             schema=dg.TableSchema(columns=[
                 dg.TableColumn("k", "int"),
-                *(dg.TableColumn(mode, "float") for mode in report["curves"]),
+                *(dg.TableColumn(mode, "float") for mode in report.curves),
             ]),
         ),
-        "questions": report["questions"],
+        "questions": report.questions,
         "question_sets": ", ".join(str(p) for p in settings.sets),
         "evaluated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "elapsed_s": elapsed,

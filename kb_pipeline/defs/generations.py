@@ -110,8 +110,8 @@ def generation_evaluation(
             live = None
     with postgres.connection(gen_id) as conn:
         report = evaluate_index(conn, engine)
-    recall = report["modes"]["hybrid"]["recall"]["5"]
-    live_recall = live["modes"]["hybrid"]["recall"]["5"] if live else None
+    recall = report.modes["hybrid"].recall.at_5
+    live_recall = live.modes["hybrid"].recall.at_5 if live is not None else None
     reasons = []
     if recall < settings.min_recall_at_5:
         reasons.append(f"hybrid Recall@5 {recall:.4f} is under the floor "

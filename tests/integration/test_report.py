@@ -11,7 +11,14 @@ import pytest
 
 from kb_cli.main import main
 from kb_core.settings import REPO_ROOT
-from kb_search.evaluation import EvalQuestion, evaluate, evaluate_answers, recall_curve
+from kb_search.asking import AskResult, Citation
+from kb_search.evaluation import (
+    EvalQuestion,
+    EvalReport,
+    evaluate,
+    evaluate_answers,
+    recall_curve,
+)
 from kb_search.report import (
     metric_values,
     metrics_markdown,
@@ -64,29 +71,35 @@ class Page(HTMLParser):
             self._cell.append(data)
 
 
-def hand_made_report() -> dict:
+def hand_made_answer(text: str, found: bool, verified: bool, warnings: list[str],
+                     cited: list[str]) -> AskResult:
+    return AskResult(query_id="q", answer=text, found=found, verified=verified,
+                     warnings=warnings, answerer="hand-made", took_ms=0.0,
+                     citations=[Citation(n=n, source_uri=uri, path=uri, title="", heading="",
+                                         page=None, chunk_id=n, quote="")
+                                for n, uri in enumerate(cited, start=1)])
+
+
+def hand_made_report() -> EvalReport:
     questions = [EvalQuestion("有給は？", "a.md"),
                  EvalQuestion("<script>alert(1)</script>", "b.md"),
                  EvalQuestion("食堂は？", answerable=False)]
     good = [[f"{DOCS}/a.md"], [f"{DOCS}/x.md", f"{DOCS}/b.md"], []]
     bad = [[f"{DOCS}/x.md"], [f"{DOCS}/y.md"], []]
     answers = [
-        {"answer": "5日です。[1]", "found": True, "verified": True, "warnings": [],
-         "citations": [{"source_uri": f"{DOCS}/a.md"}]},
-        {"answer": "わかりません", "found": False, "verified": True, "warnings": [],
-         "citations": []},
-        {"answer": "9時からです。[1]", "found": True, "verified": False,
-         "warnings": ["number 9 does not appear in cited passage [1]"],
-         "citations": [{"source_uri": f"{DOCS}/a.md"}]},
+        hand_made_answer("5日です。[1]", True, True, [], [f"{DOCS}/a.md"]),
+        hand_made_answer("わかりません", False, True, [], []),
+        hand_made_answer("9時からです。[1]", True, False,
+                         ["number 9 does not appear in cited passage [1]"], [f"{DOCS}/a.md"]),
     ]
-    return {
-        "questions": 3, "k": 1,
-        "modes": {"hybrid": evaluate(questions, good, 1), "keyword": evaluate(questions, bad, 1)},
-        "curves": {"hybrid": recall_curve(questions, good),
-                   "keyword": recall_curve(questions, bad)},
-        "answers": evaluate_answers(questions, answers, default_groups=["g"],
-                                    document_groups={f"{DOCS}/a.md": ["g"]}),
-    }
+    return EvalReport(
+        questions=3, k=1,
+        modes={"hybrid": evaluate(questions, good, 1), "keyword": evaluate(questions, bad, 1)},
+        curves={"hybrid": recall_curve(questions, good),
+                "keyword": recall_curve(questions, bad)},
+        answers=evaluate_answers(questions, answers, default_groups=["g"],
+                                 document_groups={f"{DOCS}/a.md": ["g"]}),
+    )
 
 
 def test_html_report_holds_the_tables_the_plot_and_the_misses() -> None:

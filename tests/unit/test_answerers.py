@@ -524,7 +524,7 @@ def test_judge_failure_costs_one_score_not_the_evaluation(monkeypatch):
 
 
 def test_judged_faithfulness_averages_the_found_answers_the_model_could_score(monkeypatch):
-    from kb_search.evaluation import judge_answers
+    from kb_search.evaluation import Faithfulness, judge_answers
     from tests.unit.test_evaluation import RULES, answered, asked
 
     def judging(body: dict) -> Reply:
@@ -540,7 +540,7 @@ def test_judged_faithfulness_averages_the_found_answers_the_model_could_score(mo
         judge = make_judge(configure("openai", server.url, monkeypatch))
         report = judge_answers(judge, [q for q, _ in cases], [a for _, a in cases])
     assert len(server.requests) == 3  # "not found" is not judged
-    assert report == {"judge": judge.name, "judged": 2, "judged_faithfulness": 0.5}
+    assert report == Faithfulness(judge=judge.name, judged=2, judged_faithfulness=0.5)
 
 
 def test_the_extractive_answerer_has_no_judge():

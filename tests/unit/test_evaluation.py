@@ -19,9 +19,13 @@ from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
 from kb_core.settings import Settings
 from kb_search.answerers import NOT_FOUND, Passage
 from kb_search.answerers.contract import answer_from_text
-from kb_search.asking import Asker, PreparedAnswer
+from kb_search.asking import Asker, AskResult, PreparedAnswer
 from kb_search.evaluation import (
+    AnswerMetrics,
     EvalQuestion,
+    Miss,
+    ModeMetrics,
+    Recall,
     compare_modes,
     evaluate,
     evaluate_answers,
@@ -57,42 +61,42 @@ def test_ranks_one_three_and_absent_give_hand_computed_metrics() -> None:
         [f"{DOCS}/hr/就業規則.md", f"{DOCS}/all/FAQ.txt", f"{DOCS}/hr/給与規程.md"],
     ]
     result = evaluate(questions, hits, k=5)
-    assert result["n"] == 3
-    assert result["k"] == 5
-    assert result["recall"] == {"1": 0.3333, "5": 0.6667, "10": 0.6667}
-    assert result["recall_at_k"] == 0.6667
-    assert result["mrr_at_10"] == round((1 + 1 / 3 + 0) / 3, 4) == 0.4444
+    assert result.n == 3
+    assert result.k == 5
+    assert result.recall == Recall(at_1=0.3333, at_5=0.6667, at_10=0.6667)
+    assert result.recall_at_k == 0.6667
+    assert result.mrr_at_10 == round((1 + 1 / 3 + 0) / 3, 4) == 0.4444
     # rank 1 → 1/log2(2) = 1, rank 3 → 1/log2(4) = 0.5, absent → 0
-    assert result["ndcg_at_10"] == 0.5
-    assert result["misses"] == [{
-        "question": "all/経費精算規程.docxについて",
-        "expected_source": "all/経費精算規程.docx",
-        "top": [f"{DOCS}/hr/就業規則.md", f"{DOCS}/all/FAQ.txt", f"{DOCS}/hr/給与規程.md"],
-    }]
+    assert result.ndcg_at_10 == 0.5
+    assert result.misses == [Miss(
+        question="all/経費精算規程.docxについて",
+        expected_source="all/経費精算規程.docx",
+        top=[f"{DOCS}/hr/就業規則.md", f"{DOCS}/all/FAQ.txt", f"{DOCS}/hr/給与規程.md"],
+    )]
 
 
 def test_ndcg_at_rank_two_is_one_over_log2_of_three() -> None:
     result = evaluate([ask("a.md")], [[f"{DOCS}/b.md", f"{DOCS}/a.md"]], k=1)
-    assert result["ndcg_at_10"] == round(1 / math.log2(3), 4) == 0.6309
-    assert result["mrr_at_10"] == 0.5
-    assert result["recall"] == {"1": 0.0, "5": 1.0, "10": 1.0}
+    assert result.ndcg_at_10 == round(1 / math.log2(3), 4) == 0.6309
+    assert result.mrr_at_10 == 0.5
+    assert result.recall == Recall(at_1=0.0, at_5=1.0, at_10=1.0)
 
 
 def test_document_beyond_rank_ten_scores_zero_for_mrr_and_ndcg() -> None:
     hits = [f"{DOCS}/other{i}.md" for i in range(10)] + [f"{DOCS}/a.md"]
     result = evaluate([ask("a.md")], [hits], k=20)
-    assert result["recall_at_k"] == 1.0
-    assert result["recall"]["10"] == 0.0
-    assert result["mrr_at_10"] == 0.0
-    assert result["ndcg_at_10"] == 0.0
+    assert result.recall_at_k == 1.0
+    assert result.recall.at_10 == 0.0
+    assert result.mrr_at_10 == 0.0
+    assert result.ndcg_at_10 == 0.0
 
 
 def test_misses_list_the_questions_outside_the_top_k() -> None:
     questions = [ask("a.md"), ask("b.md")]
     hits = [[f"{DOCS}/a.md"], [f"{DOCS}/x.md", f"{DOCS}/b.md"]]
-    assert evaluate(questions, hits, k=2)["misses"] == []
-    misses = evaluate(questions, hits, k=1)["misses"]
-    assert [m["expected_source"] for m in misses] == ["b.md"]
+    assert evaluate(questions, hits, k=2).misses == []
+    misses = evaluate(questions, hits, k=1).misses
+    assert [m.expected_source for m in misses] == ["b.md"]
 
 
 # --- chunks versus documents -----------------------------------------------------------------
@@ -100,23 +104,23 @@ def test_misses_list_the_questions_outside_the_top_k() -> None:
 def test_duplicate_chunks_of_one_document_count_once_at_its_first_rank() -> None:
     hits = [[f"{DOCS}/x.md", f"{DOCS}/a.md", f"{DOCS}/a.md", f"{DOCS}/a.md"]]
     result = evaluate([ask("a.md")], hits, k=5)
-    assert result["mrr_at_10"] == 0.5
-    assert result["ndcg_at_10"] == round(1 / math.log2(3), 4)  # not a sum over three chunks
-    assert result["recall"] == {"1": 0.0, "5": 1.0, "10": 1.0}
+    assert result.mrr_at_10 == 0.5
+    assert result.ndcg_at_10 == round(1 / math.log2(3), 4)  # not a sum over three chunks
+    assert result.recall == Recall(at_1=0.0, at_5=1.0, at_10=1.0)
 
 
 def test_a_document_ranks_at_the_position_of_its_first_chunk_among_the_hits() -> None:
     hits = [[f"{DOCS}/x.md", f"{DOCS}/x.md", f"{DOCS}/a.md"]]
     result = evaluate([ask("a.md")], hits, k=2)
-    assert result["recall_at_k"] == 0.0
-    assert result["mrr_at_10"] == 0.3333
+    assert result.recall_at_k == 0.0
+    assert result.mrr_at_10 == 0.3333
 
 
 def test_miss_shows_the_first_three_distinct_sources() -> None:
     hits = [[f"{DOCS}/x.md", f"{DOCS}/x.md", f"{DOCS}/y.md", f"{DOCS}/y.md", f"{DOCS}/z.md",
              f"{DOCS}/w.md"]]
-    (miss,) = evaluate([ask("a.md")], hits, k=5)["misses"]
-    assert miss["top"] == [f"{DOCS}/x.md", f"{DOCS}/y.md", f"{DOCS}/z.md"]
+    (miss,) = evaluate([ask("a.md")], hits, k=5).misses
+    assert miss.top == [f"{DOCS}/x.md", f"{DOCS}/y.md", f"{DOCS}/z.md"]
 
 
 # --- which questions count -------------------------------------------------------------------
@@ -125,20 +129,20 @@ def test_unanswerable_questions_are_excluded_from_the_metrics() -> None:
     questions = [ask("a.md"), ask(None, answerable=False), ask("b.md", answerable=False)]
     hits = [[f"{DOCS}/a.md"], [f"{DOCS}/a.md"], [f"{DOCS}/x.md"]]
     result = evaluate(questions, hits, k=1)
-    assert result["n"] == 1
-    assert result["recall_at_k"] == result["mrr_at_10"] == result["ndcg_at_10"] == 1.0
-    assert result["misses"] == []
+    assert result.n == 1
+    assert result.recall_at_k == result.mrr_at_10 == result.ndcg_at_10 == 1.0
+    assert result.misses == []
 
 
 def test_answerable_question_without_expected_source_is_not_counted() -> None:
     result = evaluate([ask(None), ask("a.md")], [[], [f"{DOCS}/a.md"]], k=1)
-    assert result["n"] == 1
-    assert result["recall_at_k"] == 1.0
+    assert result.n == 1
+    assert result.recall_at_k == 1.0
 
 
 def test_no_countable_questions_give_zero_metrics() -> None:
     result = evaluate([ask(None, answerable=False)], [[f"{DOCS}/a.md"]], k=5)
-    assert result == {"n": 0, "k": 5, "recall_at_k": 0.0,
+    assert msgspec.to_builtins(result) == {"n": 0, "k": 5, "recall_at_k": 0.0,
                       "recall": {"1": 0.0, "5": 0.0, "10": 0.0},
                       "mrr_at_10": 0.0, "ndcg_at_10": 0.0, "misses": []}
 
@@ -186,7 +190,7 @@ def test_source_matches_nfd_file_names_against_nfc_expected() -> None:
 
 def test_evaluate_finds_nfd_hits() -> None:
     hits = [[unicodedata.normalize("NFD", f"{DOCS}/all/ITヘルプデスクFAQ.txt")]]
-    assert evaluate([ask("all/ITヘルプデスクFAQ.txt")], hits, k=1)["recall_at_k"] == 1.0
+    assert evaluate([ask("all/ITヘルプデスクFAQ.txt")], hits, k=1).recall_at_k == 1.0
 
 
 # --- loading eval files ----------------------------------------------------------------------
@@ -285,41 +289,42 @@ questions_and_hits = st.lists(
 )
 
 
-def run(cases: list[tuple[str, bool, list[str]]], k: int) -> dict:
+def run(cases: list[tuple[str, bool, list[str]]], k: int) -> ModeMetrics:
     questions = [ask(source, answerable) for source, answerable, _ in cases]
     return evaluate(questions, [hits for _, _, hits in cases], k)
 
 
 @given(questions_and_hits, st.integers(min_value=1, max_value=20))
 def test_recall_grows_with_the_cutoff(cases: list, k: int) -> None:
-    recall = run(cases, k)["recall"]
-    assert recall["1"] <= recall["5"] <= recall["10"]
+    recall = run(cases, k).recall
+    assert recall.at_1 <= recall.at_5 <= recall.at_10
 
 
 @given(questions_and_hits, st.integers(min_value=1, max_value=20))
 def test_all_metrics_lie_between_zero_and_one(cases: list, k: int) -> None:
     result = run(cases, k)
-    values = [result["recall_at_k"], *result["recall"].values(), result["mrr_at_10"],
-              result["ndcg_at_10"]]
+    values = [result.recall_at_k, result.recall.at_1, result.recall.at_5, result.recall.at_10,
+              result.mrr_at_10, result.ndcg_at_10]
     assert all(0.0 <= value <= 1.0 for value in values)
 
 
 @given(questions_and_hits, st.integers(min_value=1, max_value=20))
 def test_mrr_is_at_least_recall_at_one_and_ndcg_at_least_mrr(cases: list, k: int) -> None:
     result = run(cases, k)
-    assert result["recall"]["1"] <= result["mrr_at_10"] <= result["ndcg_at_10"]
-    assert result["ndcg_at_10"] <= result["recall"]["10"]
+    assert result.recall.at_1 <= result.mrr_at_10 <= result.ndcg_at_10
+    assert result.ndcg_at_10 <= result.recall.at_10
 
 
 @given(questions_and_hits, st.integers(min_value=1, max_value=20))
 def test_misses_and_n_agree_with_recall_at_k(cases: list, k: int) -> None:
     result = run(cases, k)
-    assert result["n"] == sum(answerable for _, answerable, _ in cases)
-    if result["n"]:
-        found = (result["n"] - len(result["misses"])) / result["n"]
-        assert result["recall_at_k"] == round(found, 4)
+    assert result.n == sum(answerable for _, answerable, _ in cases)
+    if result.n:
+        found = (result.n - len(result.misses)) / result.n
+        assert result.recall_at_k == round(found, 4)
+    recall = result.recall
     if k in (1, 5, 10):
-        assert result["recall_at_k"] == result["recall"][str(k)]
+        assert result.recall_at_k == {1: recall.at_1, 5: recall.at_5, 10: recall.at_10}[k]
 
 
 # --- recall curve, several question sets, settings -------------------------------------------
@@ -330,7 +335,8 @@ def test_recall_curve_steps_up_at_each_document_rank() -> None:
     curve = recall_curve(questions, hits)
     assert curve == [0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     result = evaluate(questions, hits, k=5)
-    assert [curve[0], curve[4], curve[9]] == [result["recall"][c] for c in ("1", "5", "10")]
+    assert [curve[0], curve[4], curve[9]] == [result.recall.at_1, result.recall.at_5,
+                                              result.recall.at_10]
 
 
 def test_question_sets_are_read_one_after_the_other(tmp_path: Path) -> None:
@@ -372,8 +378,8 @@ DOCUMENT_GROUPS = {f"{DOCS}/all/就業規則.md": ["all-employees"],
                    f"{DOCS}/hr/給与規程.md": ["hr", "managers"]}
 
 
-def answered(text: str, *passages: tuple[str, str, str]) -> dict:
-    """The `kb ask` JSON of an answer `text` given `passages` as [1], [2], ...: citations and
+def answered(text: str, *passages: tuple[str, str, str]) -> AskResult:
+    """The `kb ask` result of an answer `text` given `passages` as [1], [2], ...: citations and
     verification by Asker.finish, as the service does it."""
     hits = [SearchHit(rank=n, chunk_id=n, document_id=n, source_uri=f"{DOCS}/{path}", path=path,
                       title=title, heading="", page=None, chunk_index=0, content=content,
@@ -384,7 +390,7 @@ def answered(text: str, *passages: tuple[str, str, str]) -> dict:
     prepared = PreparedAnswer(SearchResult(query="q", took_ms=0.0, hits=hits), given,
                               evidence_found=True, reason=None, started=time.perf_counter())
     answer = answer_from_text(text, "hand-made")
-    return msgspec.to_builtins(Asker(None, None).finish(prepared, answer, "q"))  # type: ignore[arg-type]
+    return Asker(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
 
 
 def asked(expected: str | None, groups: list[str] | None = None) -> EvalQuestion:
@@ -392,7 +398,7 @@ def asked(expected: str | None, groups: list[str] | None = None) -> EvalQuestion
                         answerable=expected is not None, groups=groups)
 
 
-def measure(cases: list[tuple[EvalQuestion, dict]], **kwargs) -> dict:
+def measure(cases: list[tuple[EvalQuestion, AskResult]], **kwargs) -> AnswerMetrics:
     kwargs.setdefault("document_groups", DOCUMENT_GROUPS)
     kwargs.setdefault("default_groups", ["all-employees"])
     return evaluate_answers([q for q, _ in cases], [a for _, a in cases], **kwargs)
@@ -401,11 +407,11 @@ def measure(cases: list[tuple[EvalQuestion, dict]], **kwargs) -> dict:
 def test_a_correct_answer_counts_as_right_on_every_measure() -> None:
     report = measure([(asked("all/就業規則.md"), answered("5日前までです。[1]", RULES)),
                       (asked(None), answered(NOT_FOUND, RULES))])
-    assert report["cited_expected_rate"] == 1.0
-    assert report["not_found_precision"] == report["not_found_recall"] == 1.0
-    assert report["numbers_match_rate"] == report["verified_rate"] == 1.0
-    assert report["forbidden_citations"] == 0
-    assert report["wrong"] == []
+    assert report.cited_expected_rate == 1.0
+    assert report.not_found_precision == report.not_found_recall == 1.0
+    assert report.numbers_match_rate == report.verified_rate == 1.0
+    assert report.forbidden_citations == 0
+    assert report.wrong == []
 
 
 def test_a_wrong_citation_fails_cited_expected() -> None:
@@ -413,34 +419,34 @@ def test_a_wrong_citation_fails_cited_expected() -> None:
         (asked("all/就業規則.md"), answered("ポータルから申請します。[1]", FAQ, RULES)),
         (asked("all/就業規則.md"), answered("5日前までです。[2]", FAQ, RULES)),
     ])
-    assert report["cited_expected_rate"] == 0.5
-    (wrong,) = report["wrong"]
-    assert wrong["reasons"] == ["does not cite the expected document"]
-    assert wrong["cited"] == [f"{DOCS}/all/FAQ.txt"]
-    assert report["numbers_match_rate"] == 1.0  # the wrong answer has no number to check
+    assert report.cited_expected_rate == 0.5
+    (wrong,) = report.wrong
+    assert wrong.reasons == ["does not cite the expected document"]
+    assert wrong.cited == [f"{DOCS}/all/FAQ.txt"]
+    assert report.numbers_match_rate == 1.0  # the wrong answer has no number to check
 
 
 def test_a_hallucinated_number_fails_numbers_match_but_not_the_citation() -> None:
     hallucinated = answered("7日前までに申請します。[1]", RULES)
-    assert not hallucinated["verified"]
+    assert not hallucinated.verified
     assert not numbers_match(hallucinated)
     report = measure([(asked("all/就業規則.md"), hallucinated),
                       (asked("all/就業規則.md"), answered("5日前までです。[1]", RULES)),
                       (asked("all/就業規則.md"), answered("第20条によります。[1]", RULES))])
-    assert report["numbers_match_rate"] == round(2 / 3, 4)
-    assert report["cited_expected_rate"] == 1.0
-    assert [w["reasons"] for w in report["wrong"]] == [["a number or code is in no cited passage"]]
+    assert report.numbers_match_rate == round(2 / 3, 4)
+    assert report.cited_expected_rate == 1.0
+    assert [w.reasons for w in report.wrong] == [["a number or code is in no cited passage"]]
 
 
 def test_an_uncited_code_fails_numbers_match() -> None:
     answer = answered("ZP-2041の保証は5日です。[1]", RULES)
     assert not numbers_match(answer)
-    assert any(w.startswith("code ZP-2041") for w in answer["warnings"])
+    assert any(w.startswith("code ZP-2041") for w in answer.warnings)
 
 
 def test_other_verification_warnings_do_not_count_as_number_mismatches() -> None:
     uncited = answered("有給休暇は申請が必要です。", RULES)  # cites nothing: unverified
-    assert not uncited["verified"]
+    assert not uncited.verified
     assert numbers_match(uncited)
 
 
@@ -448,38 +454,38 @@ def test_a_missed_not_found_lowers_not_found_recall() -> None:
     report = measure([(asked(None), answered("ポータルから申請します。[1]", FAQ)),
                       (asked(None), answered(NOT_FOUND, FAQ)),
                       (asked("all/就業規則.md"), answered(NOT_FOUND, RULES))])
-    assert report["unanswerable"] == 2
-    assert report["not_found_recall"] == 0.5  # one of the two unanswerable answered
-    assert report["not_found_precision"] == 0.5  # one of the two "not found" was answerable
-    assert report["cited_expected_rate"] == 0.0
-    assert [w["reasons"] for w in report["wrong"]] == [["missed not found"], ["said not found"]]
+    assert report.unanswerable == 2
+    assert report.not_found_recall == 0.5  # one of the two unanswerable answered
+    assert report.not_found_precision == 0.5  # one of the two "not found" was answerable
+    assert report.cited_expected_rate == 0.0
+    assert [w.reasons for w in report.wrong] == [["missed not found"], ["said not found"]]
 
 
 def test_an_answer_from_a_forbidden_group_is_a_failure() -> None:
     leaked = answered("役職手当は月額50,000円です。[2] 申請は5日前まで。[1]", RULES, PAY)
     report = measure([(asked("all/就業規則.md", ["all-employees"]), leaked),
                       (asked(None), answered("月額50,000円です。[1]", PAY))])
-    assert leaked["verified"]  # every number is in its passage: only the groups catch it
-    assert report["forbidden_citations"] == 2
-    assert report["cited_expected_rate"] == 0.0  # cites the expected document, and a forbidden one
-    assert report["not_found_recall"] == 0.0
-    assert [w["reasons"] for w in report["wrong"]] == [
+    assert leaked.verified  # every number is in its passage: only the groups catch it
+    assert report.forbidden_citations == 2
+    assert report.cited_expected_rate == 0.0  # cites the expected document, and a forbidden one
+    assert report.not_found_recall == 0.0
+    assert [w.reasons for w in report.wrong] == [
         ["cites a forbidden document"], ["missed not found", "cites a forbidden document"]]
 
 
 def test_the_same_citation_is_allowed_to_a_question_of_the_right_group() -> None:
     answer = answered("月額50,000円です。[1]", PAY)
-    assert measure([(asked("hr/給与規程.md", ["managers"]), answer)])["forbidden_citations"] == 0
+    assert measure([(asked("hr/給与規程.md", ["managers"]), answer)]).forbidden_citations == 0
     # the default groups apply to a line without its own
-    assert measure([(asked("hr/給与規程.md"), answer)])["forbidden_citations"] == 1
+    assert measure([(asked("hr/給与規程.md"), answer)]).forbidden_citations == 1
     assert measure([(asked("hr/給与規程.md"), answer)],
-                   default_groups=["hr"])["forbidden_citations"] == 0
+                   default_groups=["hr"]).forbidden_citations == 0
 
 
 def test_a_document_of_unknown_groups_counts_as_forbidden() -> None:
     answer = answered("5日前までです。[1]", RULES)
     groups = {k: v for k, v in DOCUMENT_GROUPS.items() if "就業規則" not in k}
     report = measure([(asked("all/就業規則.md"), answer)], document_groups=groups)
-    assert report["forbidden_citations"] == 1
+    assert report.forbidden_citations == 1
     assert measure([(asked("all/就業規則.md"), answer)],
-                   document_groups=None)["forbidden_citations"] is None
+                   document_groups=None).forbidden_citations is None
