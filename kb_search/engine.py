@@ -22,4 +22,5 @@ def build_searcher(settings: Settings) -> Searcher:
 
 def build_engine(settings: Settings) -> Asker:
     """Retrieval, the evidence gate and the configured answerer, ready to answer."""
-    return Asker(build_searcher(settings), make_answerer(settings.answerer))
+    return Asker(build_searcher(settings), make_answerer(settings.answerer),
+                 settings.max_false_not_found)

@@ -1,11 +1,13 @@
 """Retrieval and answer metrics for `kb eval` and the evaluation asset, over JSONL question sets.
 
 The metrics are pure functions: the caller runs the searches and passes, per question, the
-`source_uri` of each ranked hit. Hits are chunks, so one document may appear several times; a
-document's rank is the rank of its first chunk among the hits (1-based), and each question has
-one relevant document. `run_question_set` runs a set against one database connection with the
-real search and answer code, so the same measurement serves `kb eval`, the Dagster asset and,
-later, an index generation that is not yet live.
+`source_uri` of each ranked hit (and its text). Hits are chunks, so one document may appear
+several times; a document's rank is the rank of its first chunk among the hits (1-based), and
+each question has one relevant document. A question that gives its `answer` (a gold span, as
+the JaQuAD set does) is scored by passage: a hit counts only when it is a passage of the
+expected document that contains the answer (NFKC, white space removed). `run_question_set`
+runs a set against one database connection with the real search and answer code, so the same
+measurement serves `kb eval`, the Dagster asset and an index generation not yet live.
 
 The results are structs that encode to the JSON `kb eval --json` prints: field order is key
 order, and the judge's fields are left out (not null) when no judge ran.
@@ -14,6 +16,7 @@ order, and the judge's fields are left out (not null) when no judge ran.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +27,7 @@ from msgspec import UNSET, UnsetType
 
 from kb_core.queries import query
 from kb_search.answerers.judge import FaithfulnessJudge
-from kb_search.asking import Asker, AskResult
+from kb_search.asking import Asker, AskResult, missing_evidence
 from kb_search.search import Searcher
 
 __all__ = [
@@ -36,16 +39,20 @@ __all__ = [
     "Miss",
     "ModeMetrics",
     "Recall",
+    "RefusalPoint",
+    "TypeMetrics",
     "WrongAnswer",
     "compare_modes",
     "evaluate",
     "evaluate_answers",
+    "holds_answer",
     "judge_answers",
     "load_question_sets",
     "load_questions",
     "mode_rows",
     "numbers_match",
     "recall_curve",
+    "refusal_curve",
     "run_question_set",
     "source_matches",
 ]
@@ -66,6 +73,8 @@ class EvalQuestion(msgspec.Struct):
     answerable: bool = True
     groups: list[str] | None = None
     note: str | None = None
+    answer: str | None = None  # the gold span: retrieval is then scored by passage
+    question_type: str | None = None  # e.g. JaQuAD's label; figures are also given per type
 
 
 class Miss(msgspec.Struct):
@@ -84,6 +93,14 @@ class Recall(msgspec.Struct):
     at_10: float = msgspec.field(name="10")
 
 
+class TypeMetrics(msgspec.Struct):
+    """The retrieval metrics of the questions of one type."""
+
+    n: int
+    recall: Recall
+    mrr_at_10: float
+
+
 class ModeMetrics(msgspec.Struct):
     """The retrieval metrics of one search mode (`evaluate`)."""
 
@@ -94,6 +111,7 @@ class ModeMetrics(msgspec.Struct):
     mrr_at_10: float
     ndcg_at_10: float
     misses: list[Miss]
+    by_type: dict[str, TypeMetrics] | UnsetType = UNSET  # where the set gives types
 
 
 class WrongAnswer(msgspec.Struct):
@@ -131,10 +149,24 @@ class AnswerMetrics(msgspec.Struct):
     judge: str | UnsetType = UNSET
     judged: int | UnsetType = UNSET
     judged_faithfulness: float | None | UnsetType = UNSET
+    # Where the set gives gold answers: the share of answerable questions whose answer contains
+    # its gold span, and the length of the answers' text without their [n] markers.
+    gold_in_answer_rate: float | UnsetType = UNSET
+    answer_chars_median: float | UnsetType = UNSET
+    answer_chars_p90: float | UnsetType = UNSET
 
     def faithfulness(self) -> float | None:
         """The model-judged faithfulness; None when no judge ran or it scored no answer."""
         return None if isinstance(self.judged_faithfulness, UnsetType) else self.judged_faithfulness
+
+
+class RefusalPoint(msgspec.Struct):
+    """"Not found" at one answerability threshold: what it costs and what it catches."""
+
+    threshold: float
+    answerable_refused: float  # share of answerable questions refused
+    not_found_recall: float
+    not_found_precision: float
 
 
 class EvalReport(msgspec.Struct):
@@ -145,6 +177,33 @@ class EvalReport(msgspec.Struct):
     modes: dict[str, ModeMetrics]
     curves: dict[str, list[float]]  # per mode, Recall@1..10
     answers: AnswerMetrics | None = None  # measured only with an asker
+    # "not found" as the answerability threshold moves (KB_MAX_FALSE_NOT_FOUND), with an asker
+    refusal_curve: list[RefusalPoint] = msgspec.field(default_factory=list)
+
+
+def refusal_curve(questions: Sequence[EvalQuestion], refused_by_rule: Sequence[bool],
+                  probabilities: Sequence[float], points: int = 40) -> list[RefusalPoint]:
+    """"Not found" precision and recall against the share of answerable questions refused,
+    at thresholds spread over the answerable questions' probabilities."""
+    answerable = [p for q, p in zip(questions, probabilities, strict=True) if q.answerable]
+    if not answerable or all(q.answerable for q in questions):
+        return []
+    ordered = sorted(answerable)
+    # From 0 (the rules alone) up to the probability that refuses a quarter of them.
+    thresholds = sorted({0.0} | {ordered[min(len(ordered) - 1, int(len(ordered) * i / points / 4))]
+                                 for i in range(points + 1)})
+    curve = []
+    for threshold in thresholds:
+        said = [rule or p < threshold
+                for rule, p in zip(refused_by_rule, probabilities, strict=True)]
+        refused = [s for q, s in zip(questions, said, strict=True) if q.answerable]
+        caught = [s for q, s in zip(questions, said, strict=True) if not q.answerable]
+        true_not_found = sum(caught)
+        curve.append(RefusalPoint(
+            threshold=round(threshold, 4), answerable_refused=_rate(sum(refused), len(refused)),
+            not_found_recall=_rate(true_not_found, len(caught)),
+            not_found_precision=_rate(true_not_found, sum(said))))
+    return curve
 
 
 def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuestion]:
@@ -200,12 +259,26 @@ def source_matches(source_uri: str, expected: str) -> bool:
     return not prefix or prefix.endswith("/") or expected.startswith("/")
 
 
-def _first_rank(hits: list[str], expected: str) -> int | None:
-    """The 1-based rank of the first hit from the expected document, or None."""
+def _first_rank(question: EvalQuestion, hits: list[str],
+                contents: list[str] | None) -> int | None:
+    """The 1-based rank of the first relevant hit, or None: a hit from the expected document
+    that, when the question gives its answer, contains it."""
+    expected = question.expected_source or ""
     for rank, source_uri in enumerate(hits, start=1):
-        if source_matches(source_uri, expected):
+        if source_matches(source_uri, expected) and (
+                question.answer is None or contents is None
+                or holds_answer(contents[rank - 1], question.answer)):
             return rank
     return None
+
+
+def holds_answer(text: str, answer: str) -> bool:
+    """Whether `text` contains the gold `answer`, NFKC-normalized, white space removed."""
+    return _squeezed(answer) in _squeezed(text)
+
+
+def _squeezed(text: str) -> str:
+    return "".join(unicodedata.normalize("NFKC", text).split())
 
 
 def _distinct(hits: list[str], limit: int) -> list[str]:
@@ -218,8 +291,10 @@ def _distinct(hits: list[str], limit: int) -> list[str]:
     return seen
 
 
-def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int) -> ModeMetrics:
-    """The `kb eval` metrics of one search mode; hits[i] are question i's ranked source_uris.
+def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int,
+             contents: list[list[str]] | None = None) -> ModeMetrics:
+    """The `kb eval` metrics of one search mode; hits[i] are question i's ranked source_uris
+    and contents[i] their texts (needed to score a question that gives its answer).
 
     Only answerable questions with an expected_source count; `n` is their number, and every
     metric is 0.0 when there are none. MRR and nDCG are cut off at 10 (a single relevant
@@ -232,11 +307,14 @@ def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int) -> Mo
         raise ValueError(f"k must be at least 1, got {k}")
     ranks: list[int | None] = []
     misses: list[Miss] = []
-    for question, ranked in zip(questions, hits, strict=True):
+    types: dict[str, list[int | None]] = {}
+    for i, (question, ranked) in enumerate(zip(questions, hits, strict=True)):
         if not question.answerable or not question.expected_source:
             continue
-        rank = _first_rank(ranked, question.expected_source)
+        rank = _first_rank(question, ranked, contents[i] if contents else None)
         ranks.append(rank)
+        if question.question_type:
+            types.setdefault(question.question_type, []).append(rank)
         if rank is None or rank > k:
             misses.append(Miss(question=question.question,
                                expected_source=question.expected_source,
@@ -245,19 +323,29 @@ def evaluate(questions: list[EvalQuestion], hits: list[list[str]], k: int) -> Mo
         n=len(ranks),
         k=k,
         recall_at_k=_recall(ranks, k),
-        recall=Recall(at_1=_recall(ranks, 1), at_5=_recall(ranks, 5), at_10=_recall(ranks, 10)),
-        mrr_at_10=_mean([1 / rank if _hit(rank, _DEPTH) else 0.0 for rank in ranks]),
+        recall=_recalls(ranks),
+        mrr_at_10=_mrr(ranks),
         ndcg_at_10=_mean([1 / math.log2(rank + 1) if _hit(rank, _DEPTH) else 0.0
                           for rank in ranks]),
         misses=misses,
+        by_type={t: TypeMetrics(n=len(r), recall=_recalls(r), mrr_at_10=_mrr(r))
+                 for t, r in sorted(types.items())} if types else UNSET,
     )
 
 
+def _recalls(ranks: list[int | None]) -> Recall:
+    return Recall(at_1=_recall(ranks, 1), at_5=_recall(ranks, 5), at_10=_recall(ranks, 10))
+
+
+def _mrr(ranks: list[int | None]) -> float:
+    return _mean([1 / rank if _hit(rank, _DEPTH) else 0.0 for rank in ranks])
+
+
 def recall_curve(questions: list[EvalQuestion], hits: list[list[str]],
-                 depth: int = _DEPTH) -> list[float]:
+                 depth: int = _DEPTH, contents: list[list[str]] | None = None) -> list[float]:
     """Recall@k for k = 1..depth (the plot of the report); counts as `evaluate` does."""
-    ranks = [_first_rank(ranked, q.expected_source)
-             for q, ranked in zip(questions, hits, strict=True)
+    ranks = [_first_rank(q, ranked, contents[i] if contents else None)
+             for i, (q, ranked) in enumerate(zip(questions, hits, strict=True))
              if q.answerable and q.expected_source]
     return [_recall(ranks, k) for k in range(1, depth + 1)]
 
@@ -337,6 +425,8 @@ def evaluate_answers(
     said_not_found = [q for q, a in zip(questions, answers, strict=True) if not a.found]
     true_not_found = sum(1 for q in said_not_found if not q.answerable)
     found = [a for a in answers if a.found]
+    gold = [(q, a) for q, a in zip(questions, answers, strict=True) if q.answerable and q.answer]
+    bodies = sorted(len(_CITATION.sub("", a.answer)) for a in found)
     return AnswerMetrics(
         answerable=len(answerable),
         unanswerable=unanswerable,
@@ -357,7 +447,19 @@ def evaluate_answers(
                         cited=[c.source_uri for c in a.citations])
             for q, a, f in zip(questions, answers, failures, strict=True) if f
         ],
+        **({"gold_in_answer_rate": _rate(sum(1 for q, a in gold if a.found and holds_answer(
+                _CITATION.sub("", a.answer), q.answer or "")), len(gold)),
+            "answer_chars_median": _quantile(bodies, 0.5),
+            "answer_chars_p90": _quantile(bodies, 0.9)} if gold else {}),
     )
+
+
+_CITATION = re.compile(r"\[\d+\]")
+
+
+def _quantile(values: list[int], share: float) -> float:
+    """The nearest-rank quantile of sorted `values` (0.0 for none)."""
+    return float(values[max(0, math.ceil(share * len(values)) - 1)]) if values else 0.0
 
 
 _NOT_CITED_EXPECTED = {"said not found", "does not cite the expected document",
@@ -416,17 +518,21 @@ def run_question_set(
     fetch = max(k, _DEPTH)  # MRR@10 and nDCG@10 need ten hits whatever k is
     report = EvalReport(questions=len(questions), k=k, modes={}, curves={})
     for mode in modes:
-        hits = [
-            [h.source_uri for h in searcher.search(conn, p, groups_of(q), fetch, mode)[0].hits]
-            for q, p in zip(questions, prepared, strict=True)
-        ]
-        report.modes[mode] = evaluate(questions, hits, k)
-        report.curves[mode] = recall_curve(questions, hits)
+        results = [searcher.search(conn, p, groups_of(q), fetch, mode)[0].hits
+                   for q, p in zip(questions, prepared, strict=True)]
+        hits = [[h.source_uri for h in found] for found in results]
+        contents = [[h.content for h in found] for found in results]
+        report.modes[mode] = evaluate(questions, hits, k, contents)
+        report.curves[mode] = recall_curve(questions, hits, contents=contents)
     if asker is not None:
-        answers = [
-            asker.answer(asker.retrieve(conn, q.question, groups_of(q), p), q.question, "eval")
-            for q, p in zip(questions, prepared, strict=True)
-        ]
+        retrieved = [asker.retrieve(conn, q.question, groups_of(q), p)
+                     for q, p in zip(questions, prepared, strict=True)]
+        answers = [asker.answer(r, q.question, "eval")
+                   for q, r in zip(questions, retrieved, strict=True)]
+        report.refusal_curve = refusal_curve(
+            questions, [missing_evidence(p.plan, r.search) is not None
+                        for p, r in zip(prepared, retrieved, strict=True)],
+            [r.answerability for r in retrieved])
         cited = sorted({c.source_uri for a in answers for c in a.citations})
         report.answers = evaluate_answers(
             questions, answers, default_groups=groups,

@@ -21,6 +21,7 @@ from kb_search.evaluation import (
     AnswerMetrics,
     EvalReport,
     ModeMetrics,
+    RefusalPoint,
     compare_modes,
     mode_rows,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "metrics_markdown",
     "misses_markdown",
     "recall_svg",
+    "refusal_svg",
     "render_html",
     "svg_data_uri",
     "text_report",
@@ -69,9 +71,26 @@ def answer_rows(answers: AnswerMetrics) -> list[tuple[str, str]]:
     if faithfulness is not None:
         rows.append((f"faithfulness, {answers.judge} (not a gate)",
                      f"{faithfulness:.1%} over {answers.judged} answers"))
+    if not isinstance(answers.gold_in_answer_rate, UnsetType):
+        rows.append(("answerable questions whose answer contains the gold text",
+                     f"{answers.gold_in_answer_rate:.1%}"))
+        rows.append(("answer length without [n], median / 90th percentile (characters)",
+                     f"{answers.answer_chars_median:.0f} / {answers.answer_chars_p90:.0f}"))
     rows.append(("questions: answerable / unanswerable / answered",
                  f"{answers.answerable} / {answers.unanswerable} / {answers.found}"))
     return rows
+
+
+TYPE_COLUMNS = ("mode", "question type", "n", "R@1", "R@5", "MRR@10")
+
+
+def type_rows(report: EvalReport) -> list[list[str]]:
+    """A row per mode and question type, where the set gives types."""
+    return [[mode, kind, str(m.n), f"{m.recall.at_1:.4f}", f"{m.recall.at_5:.4f}",
+             f"{m.mrr_at_10:.4f}"]
+            for mode, metrics in report.modes.items()
+            if not isinstance(metrics.by_type, UnsetType)
+            for kind, m in metrics.by_type.items()]
 
 
 def metric_values(report: EvalReport) -> dict[str, float]:
@@ -96,6 +115,9 @@ def metrics_markdown(report: EvalReport) -> str:
              _md_row(["mode", *COLUMNS]), _md_row(["---"] * (len(COLUMNS) + 1))]
     lines += [_md_row([mode, *(f"{v:.4f}" for v in row)])
               for mode, row in mode_rows(report.modes)]
+    if rows := type_rows(report):
+        lines += ["", _md_row(list(TYPE_COLUMNS)), _md_row(["---"] * len(TYPE_COLUMNS))]
+        lines += [_md_row(row) for row in rows]
     if report.answers is not None:
         lines += ["", _md_row(["measure", "value"]), _md_row(["---", "---"])]
         lines += [_md_row([label, value]) for label, value in answer_rows(report.answers)]
@@ -191,6 +213,47 @@ def recall_svg(curves: dict[str, list[float]], width: int = 560, height: int = 3
     return "\n".join(parts)
 
 
+def refusal_svg(curve: list[RefusalPoint], width: int = 560, height: int = 320) -> str:
+    """"Not found" recall and precision against the share of answerable questions refused,
+    as the answerability threshold moves (KB_MAX_FALSE_NOT_FOUND picks a point)."""
+    left, right, top, bottom = 52, 110, 20, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    x_max = max(0.05, max((p.answerable_refused for p in curve), default=0.0))
+
+    def x(share: float) -> float:
+        return left + share / x_max * plot_w
+
+    def y(value: float) -> float:
+        return top + (1 - value) * plot_h
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="not found against refused"'
+             ' font-family="sans-serif" font-size="12">',
+             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fafafa" '
+             'stroke="#ccc"/>']
+    for i in range(6):
+        value, share = i / 5, x_max * i / 5
+        parts.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+                     f'{value:.1f}</text><text x="{x(share):.1f}" y="{top + plot_h + 16}" '
+                     f'text-anchor="middle">{share:.0%}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+                 'answerable questions refused</text>')
+    series = (("recall", "#1f6feb", [p.not_found_recall for p in curve]),
+              ("precision", "#d9480f", [p.not_found_precision for p in curve]))
+    for i, (name, colour, values) in enumerate(series):
+        points = " ".join(f"{x(p.answerable_refused):.1f},{y(v):.1f}"
+                          for p, v in zip(curve, values, strict=True))
+        parts.append(f'<polyline class="refusal" data-series="{name}" fill="none" '
+                     f'stroke="{colour}" stroke-width="2" points="{points}"/>')
+        legend_y = top + 14 + 18 * i
+        parts.append(f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 32}" '
+                     f'y1="{legend_y - 4}" y2="{legend_y - 4}" stroke="{colour}" '
+                     f'stroke-width="2"/><text x="{left + plot_w + 38}" y="{legend_y}">'
+                     f'not found {name}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
 def svg_data_uri(svg: str) -> str:
     """The SVG as a data: URI, for Markdown image syntax in the Dagster UI."""
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
@@ -228,11 +291,22 @@ def render_html(report: EvalReport, *, title: str = "検索評価レポート",
                               for mode, row in mode_rows(report.modes)], "retrieval-metrics"),
                  "<h2>Recall@k against k</h2>",
                  f"<figure>{recall_svg(report.curves)}</figure>"]
+    if rows := type_rows(report):
+        body += ["<h2>By question type</h2>",
+                 _html_table(list(TYPE_COLUMNS), rows, "type-metrics")]
     if report.answers is not None:
         body += ["<h2>Answers</h2>",
                  _html_table(["measure", "value"],
                              [list(row) for row in answer_rows(report.answers)],
                              "answer-metrics")]
+    if report.refusal_curve:
+        body += ['<h2>"Not found" against answerable questions refused</h2>',
+                 f"<figure>{refusal_svg(report.refusal_curve)}</figure>",
+                 _html_table(["threshold", "answerable refused", "not found recall",
+                              "not found precision"],
+                             [[f"{p.threshold:.4f}", f"{p.answerable_refused:.1%}",
+                               f"{p.not_found_recall:.1%}", f"{p.not_found_precision:.1%}"]
+                              for p in report.refusal_curve], "refusal-curve")]
     body.append("<h2>Misses</h2>")
     for mode, result in report.modes.items():
         body.append(f"<h3>{esc(mode)}: {len(result.misses)} misses</h3>")
@@ -268,6 +342,9 @@ def _html_list(items: Iterable[str]) -> str:
 def text_report(report: EvalReport) -> str:
     """The report as plain text: the mode table, each mode's misses, then the answers."""
     lines = [compare_modes(report.modes)] if report.modes else []
+    if rows := type_rows(report):
+        lines += ["", "by question type:"]
+        lines += ["  " + "  ".join(row) for row in [list(TYPE_COLUMNS), *rows]]
     for mode, metrics in report.modes.items():
         lines.append(f"\n{mode}: {len(metrics.misses)} misses at k={report.k}")
         lines += [f"  {miss.question}  → expected {miss.expected_source}, "
@@ -285,6 +362,10 @@ def text_report(report: EvalReport) -> str:
             f"answers citing a document outside the question's groups: "
             f"{answers.forbidden_citations}",
         ]
+        if not isinstance(answers.gold_in_answer_rate, UnsetType):
+            lines.append(f"answers containing the gold text: {answers.gold_in_answer_rate:.1%}"
+                         f"; answer length median {answers.answer_chars_median:.0f}, 90th "
+                         f"percentile {answers.answer_chars_p90:.0f} characters")
         faithfulness = answers.faithfulness()
         if faithfulness is not None:
             lines.append(f"faithfulness, {answers.judge} (not a gate): "

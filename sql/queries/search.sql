@@ -115,3 +115,14 @@ LIMIT %(k)s;
 -- name: documents_groups
 -- The groups of each document, by source_uri: whom an answer's citations may reach.
 SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s);
+
+-- name: unknown_terms
+-- The terms no passage the caller's groups may see holds: what the question asks about that,
+-- as far as this caller can tell, the company never wrote down. Each term stops at its first
+-- visible passage (the GIN index on keywords finds the candidates).
+SELECT t.term FROM unnest(%(terms)s::text[]) AS t (term)
+WHERE NOT EXISTS (
+    SELECT 1 FROM chunks c
+    WHERE c.keywords @@ quote_literal(t.term)::tsquery
+      AND c.allowed_groups && %(groups)s::text[]
+);

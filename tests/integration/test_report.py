@@ -169,8 +169,12 @@ def test_kb_eval_writes_the_html_report(sample_index_url, tmp_path, monkeypatch,
     rows = {row[0]: row[1:] for row in page.tables["retrieval-metrics"][1:]}
     assert list(rows) == ["hybrid", "vector", "keyword"]
     assert rows["hybrid"][1] == f"{payload['modes']['hybrid']['recall']['5']:.4f}"
-    assert page.svgs == 1 and len(page.polylines) == 3
+    # Recall@k per mode, then "not found" recall and precision as the threshold moves.
+    assert page.svgs == 2
+    assert [p["class"] for p in page.polylines] == ["curve"] * 3 + ["refusal"] * 2
     assert "answer-metrics" in page.tables
+    curve = page.tables["refusal-curve"][1:]
+    assert curve[0][1] == "0.0%" and len(curve) > 1  # from the rules alone, then the model
     assert not [link for link in page.links if re.match(r"\s*(https?:)?//", link)]
 
 

@@ -315,3 +315,19 @@ def test_a_code_question_leans_on_the_keyword_leg_when_the_legs_disagree(
     monkeypatch.setattr(planner, "CODE_KEYWORD_WEIGHT", 1.0)
     (_, plain_top, *_), (_, plain_second, *_) = fused("ZP-2041の保証期間は？")
     assert plain_top == plain_second  # without the lean only the chunk id would decide
+
+
+def test_a_term_only_forbidden_documents_hold_is_unknown_to_the_caller(corpus, conn):
+    """The answerability evidence reads only the caller's passages: a document outside its
+    groups changes nothing it is told, not even whether "not found" is said."""
+    from kb_search.answerability import content_terms
+    from kb_search.planner import plan_question
+
+    terms = content_terms(plan_question("給与支給日はいつ？"))
+
+    def unknown(groups: list[str]) -> set[str]:
+        return {t for (t,) in conn.execute(query("unknown_terms"),
+                                           {"terms": terms, "groups": groups})}
+
+    assert {"給与", "支給"} <= unknown(["all-employees"])
+    assert not {"給与", "支給"} & unknown(["hr"])

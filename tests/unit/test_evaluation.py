@@ -29,10 +29,12 @@ from kb_search.evaluation import (
     compare_modes,
     evaluate,
     evaluate_answers,
+    holds_answer,
     load_question_sets,
     load_questions,
     numbers_match,
     recall_curve,
+    refusal_curve,
     source_matches,
 )
 from kb_search.search import Ranks, SearchHit, SearchResult
@@ -388,7 +390,8 @@ def answered(text: str, *passages: tuple[str, str, str]) -> AskResult:
     given = [Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title, heading="",
                      page=None, content=h.content) for h in hits]
     prepared = PreparedAnswer(SearchResult(query="q", took_ms=0.0, hits=hits), given,
-                              evidence_found=True, reason=None, started=time.perf_counter())
+                              evidence_found=True, reason=None, started=time.perf_counter(),
+                              answerability=1.0)
     answer = answer_from_text(text, "hand-made")
     return Asker(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
 
@@ -489,3 +492,49 @@ def test_a_document_of_unknown_groups_counts_as_forbidden() -> None:
     assert report.forbidden_citations == 1
     assert measure([(asked("all/就業規則.md"), answer)],
                    document_groups=None).forbidden_citations is None
+
+
+# --- passage-level scoring, question types and the refusal curve -----------------------------
+
+def test_a_question_with_a_gold_answer_counts_only_the_passage_that_holds_it() -> None:
+    q = EvalQuestion(question="いつ引っ越した？", expected_source="j023.md", answer="1865年")
+    hits = [[f"{DOCS}/j023.md", f"{DOCS}/j023.md", f"{DOCS}/j001.md"]]
+    contents = [["ベル一家はロンドンにいた。", "一家は１８６５ 年に引っ越した。", "1865年"]]
+    passage = evaluate([q], hits, k=5, contents=contents)
+    assert passage.recall.at_1 == 0.0 and passage.recall.at_5 == 1.0
+    assert passage.mrr_at_10 == 0.5  # NFKC and white space: "１８６５ 年" holds "1865年"
+    assert evaluate([q], hits, k=5).recall.at_1 == 1.0  # no texts: the document decides
+    assert holds_answer("一家は１８６５ 年に", "1865年") and not holds_answer("1866年", "1865年")
+
+
+def test_figures_by_question_type_appear_only_where_the_set_gives_types() -> None:
+    typed = [EvalQuestion(question=f"q{i}", expected_source="a.md", question_type=kind)
+             for i, kind in enumerate(["Syntactic variation", "Syntactic variation",
+                                       "Logical reasoning"])]
+    metrics = evaluate(typed, [[f"{DOCS}/a.md"], [f"{DOCS}/b.md"], [f"{DOCS}/a.md"]], k=5)
+    assert {t: (m.n, m.recall.at_1) for t, m in metrics.by_type.items()} == {
+        "Logical reasoning": (1, 1.0), "Syntactic variation": (2, 0.5)}
+    untyped = evaluate([asked("all/就業規則.md")], [[f"{DOCS}/all/就業規則.md"]], k=5)
+    assert "by_type" not in msgspec.to_builtins(untyped)
+
+
+def test_the_refusal_curve_trades_answerable_refusals_for_not_found_recall() -> None:
+    questions = [asked("a.md") for _ in range(4)] + [asked(None) for _ in range(2)]
+    curve = refusal_curve(questions, [False] * 5 + [True], [0.9, 0.8, 0.7, 0.3, 0.2, 0.95])
+    assert curve[0].answerable_refused == 0.0 and curve[0].not_found_recall == 0.5  # the rule
+    assert [p.threshold for p in curve] == sorted(p.threshold for p in curve)
+    at_point_7 = next(p for p in curve if p.threshold == 0.7)
+    assert (at_point_7.answerable_refused, at_point_7.not_found_recall,
+            at_point_7.not_found_precision) == (0.25, 1.0, round(2 / 3, 4))
+    assert refusal_curve(questions[:4], [False] * 4, [0.5] * 4) == []  # none to catch
+
+
+def test_gold_answers_give_the_share_containing_them_and_the_answer_lengths() -> None:
+    gold = EvalQuestion(question="有給の申請期限は？", expected_source="all/就業規則.md",
+                        answer="5日前")
+    metrics = measure([(gold, answered("5日前までです。[1]", RULES)),
+                       (asked("all/就業規則.md"), answered("申請は書面で行う。[1]", RULES))])
+    assert metrics.gold_in_answer_rate == 1.0  # of the questions that give a gold answer
+    assert (metrics.answer_chars_median, metrics.answer_chars_p90) == (8.0, 9.0)
+    assert "gold_in_answer_rate" not in msgspec.to_builtins(
+        measure([(asked("all/就業規則.md"), answered("5日前までです。[1]", RULES))]))

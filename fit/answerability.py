@@ -1,0 +1,218 @@
+"""Fits the answerability model (kb_search/answerability.py) from the development sets and reports
+its held-out figures; with --write, commits the model to kb_search/answerability.json.
+
+Each set is indexed in an installation of its own (term statistics are per index):
+
+    KB_HOME=/tmp/kbdev .venv/bin/kb ingest samples/docs
+    KB_HOME=/tmp/kbjq  .venv/bin/kb ingest ../shared/devsets/jaquad/docs --groups public
+    .venv/bin/python fit/answerability.py \\
+        --set samples/eval.jsonl=/tmp/kbdev:all-employees \\
+        --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
+
+Every question is searched as `kb ask` searches it, and its evidence read by the product's own
+code (`question_evidence`); the label is whether the set marks it answerable. The model is a
+logistic regression (L2, standardized features), each set weighing as much as the other
+whatever its size. Figures are cross-validated: five folds grouped by expected document (the
+unanswerable questions, which name no document, dealt round-robin), each fold scored by a model
+fitted on the other four, with the refusal threshold taken from those four as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from kb_cli.database import prepare_database
+from kb_core.database import connect
+from kb_core.settings import Settings
+from kb_search.answerability import (
+    FEATURES,
+    MODEL_FILE,
+    AnswerabilityModel,
+    question_evidence,
+)
+from kb_search.asking import PASSAGES, missing_evidence
+from kb_search.engine import build_searcher
+from kb_search.evaluation import load_questions, source_matches
+from kb_search.search import configure_search_session
+
+FOLDS = 5
+L2 = 1.0  # on standardized features; the sets hold thousands of questions
+SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3)
+
+
+@dataclasses.dataclass
+class DevSet:
+    name: str
+    features: np.ndarray  # questions x FEATURES
+    answerable: np.ndarray  # bool
+    refused: np.ndarray  # bool: refused by a rule whatever the model says
+    found: np.ndarray  # bool: the expected document is among the passages
+    folds: np.ndarray  # int
+
+
+def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> DevSet:
+    """Every question of the set at `path`, searched in the installation at `home`; with a
+    `cache` folder, the evidence is kept there and read back on the next run (delete it after
+    changing the features or the index)."""
+    kept = cache / f"{path.stem}-{home.name}.npz" if cache else None
+    if kept and kept.exists():
+        arrays = np.load(kept)
+        return DevSet(_name(path), *(arrays[f] for f in ("features", "answerable", "refused",
+                                                       "found", "folds")))
+    settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
+    searcher = build_searcher(settings)
+    questions = load_questions(path)
+    rows, refused, found, documents = [], [], [], []
+    started = time.perf_counter()
+    with connect(settings.database_url, autocommit=True) as conn:
+        configure_search_session(conn)
+        searcher.follow(conn)
+        for q in questions:
+            caller = list(q.groups if q.groups is not None else groups)
+            prepared = searcher.prepare(q.question)
+            result, evidence = searcher.search(conn, prepared, caller, PASSAGES)
+            rows.append(question_evidence(conn, prepared.plan, result, evidence, caller))
+            refused.append(missing_evidence(prepared.plan, result) is not None)
+            found.append(q.answerable and any(
+                source_matches(h.source_uri, q.expected_source or "") for h in result.hits))
+            documents.append(q.expected_source if q.answerable else None)
+    print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
+          file=sys.stderr)
+    collected = DevSet(_name(path), np.array(rows, dtype=float),
+                       np.array([q.answerable for q in questions]), np.array(refused),
+                       np.array(found), _folds(documents))
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(kept, **{f.name: getattr(collected, f.name)
+                          for f in dataclasses.fields(DevSet) if f.name != "name"})
+    return collected
+
+
+def _name(path: Path) -> str:
+    """A set's name in the figures: its folder and file (both sets' files are eval.jsonl)."""
+    return f"{path.parent.name}/{path.name}"
+
+
+def _folds(documents: list[str | None]) -> np.ndarray:
+    """A fold per question: by document (sorted, dealt round-robin), the rest round-robin."""
+    order = {d: i % FOLDS for i, d in enumerate(sorted({d for d in documents if d}))}
+    loose = iter(range(len(documents)))
+    return np.array([order[d] if d else next(loose) % FOLDS for d in documents])
+
+
+def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                              float]:
+    """Weighted L2 logistic regression by Newton's method: (mean, scale, weights, bias)."""
+    mean = np.average(x, axis=0, weights=w)
+    scale = np.sqrt(np.average((x - mean) ** 2, axis=0, weights=w))
+    scale[scale == 0] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    beta = np.zeros(z.shape[1])
+    penalty = np.diag([L2] * (z.shape[1] - 1) + [0.0])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-np.clip(z @ beta, -60, 60)))
+        gradient = z.T @ (w * (p - y)) + penalty @ beta
+        hessian = (z * (w * p * (1 - p))[:, None]).T @ z + penalty
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    return mean, scale, beta[:-1], float(beta[-1])
+
+
+def model_of(x: np.ndarray, y: np.ndarray, w: np.ndarray, note: str) -> AnswerabilityModel:
+    mean, scale, weights, bias = fit(x, y, w)
+    model = AnswerabilityModel(list(FEATURES), mean.tolist(), scale.tolist(), weights.tolist(),
+                               bias, [], note)
+    p = np.array([model.probability(row) for row in x])
+    # The threshold at each share: that weighted share of answerable questions scores below it.
+    answerable = y == 1
+    quantiles = [(share, float(_weighted_quantile(p[answerable], w[answerable], share)))
+                 for share in SHARES]
+    return msgspec.structs.replace(model, refusal_quantiles=quantiles)
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, share: float) -> float:
+    order = np.argsort(values)
+    cumulative = np.cumsum(weights[order]) / weights.sum()
+    return values[order][min(np.searchsorted(cumulative, share), len(values) - 1)]
+
+
+def _pooled(sets: list[DevSet], mask_of) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
+    masks = [mask_of(s) for s in sets]
+    mean_size = sum(m.sum() for m in masks) / len(sets)
+    # Each set weighs as much as the other; the weights average 1, so L2 means what it says.
+    return (np.vstack([s.features[m] for s, m in zip(sets, masks, strict=True)]),
+            np.concatenate([s.answerable[m].astype(float)
+                            for s, m in zip(sets, masks, strict=True)]),
+            np.concatenate([np.full(m.sum(), mean_size / max(m.sum(), 1)) for m in masks]))
+
+
+def cross_validate(sets: list[DevSet], share: float) -> dict[str, dict[str, float]]:
+    """Held-out figures per set at the refusal share `share`."""
+    held_out = {s.name: np.zeros(len(s.answerable)) for s in sets}
+    thresholds = {s.name: np.zeros(len(s.answerable)) for s in sets}
+    for fold in range(FOLDS):
+        model = model_of(*_pooled(sets, lambda s, f=fold: s.folds != f), note="")
+        threshold = model.threshold(share)
+        for s in sets:
+            mask = s.folds == fold
+            held_out[s.name][mask] = [model.probability(row) for row in s.features[mask]]
+            thresholds[s.name][mask] = threshold
+    return {s.name: _figures(s, held_out[s.name] < thresholds[s.name]) for s in sets}
+
+
+def _figures(s: DevSet, weak: np.ndarray) -> dict[str, float]:
+    not_found = weak | s.refused
+    answerable, unanswerable = s.answerable, ~s.answerable
+    said = not_found.sum()
+    return {
+        "answerable refused": float(not_found[answerable].mean()),
+        "not found recall": float(not_found[unanswerable].mean()) if unanswerable.any() else 0,
+        "not found precision": float((not_found & unanswerable).sum() / said) if said else 0,
+        "answered with the document found": float((~not_found & s.found)[answerable].mean()),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", action="append", required=True, metavar="EVAL=HOME:GROUPS",
+                        help="a question set, the KB_HOME that indexes it, its default groups")
+    parser.add_argument("--write", action="store_true", help=f"write {MODEL_FILE.name}")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="a folder keeping each set's evidence between runs")
+    args = parser.parse_args()
+    sets = []
+    for spec in args.set:
+        path, _, rest = spec.partition("=")
+        home, _, groups = rest.partition(":")
+        sets.append(collect(Path(path), Path(home), [g for g in groups.split(",") if g],
+                            args.cache))
+    print("held-out figures (5 folds grouped by document):")
+    held_out = {}
+    for share in (0.01, 0.02, 0.05):
+        for name, figures in cross_validate(sets, share).items():
+            cells = ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
+            print(f"  KB_MAX_FALSE_NOT_FOUND={share}: {name}: {cells}")
+            held_out.setdefault(share, []).append(f"{name}: {cells}")
+    summary = ("; ".join(f"{s.name} ({len(s.answerable)} questions)" for s in sets)
+               + "; held out at 0.01: " + "; ".join(held_out[0.01]))
+    model = model_of(*_pooled(sets, lambda s: np.ones(len(s.answerable), dtype=bool)),
+                     note=f"fit/answerability.py on {summary}")
+    print("weights:", dict(zip(FEATURES, np.round(model.weights, 3), strict=True)),
+          "bias", round(model.bias, 3))
+    if args.write:
+        MODEL_FILE.write_text(msgspec.json.encode(model).decode() + "\n", encoding="utf-8")
+        print(f"wrote {MODEL_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Whether the passages a search found hold the answer: one calibrated model of that probability,
+from retrieval evidence alone, decided before any answerer is called.
+
+The evidence of a question (`answerability_features`):
+
+- similarity: the best cosine similarity of the question to a found passage (e5 crowds these
+  into 0.8-0.9 for related and unrelated passages alike, so it cannot decide alone);
+- margin: how far the best passage stands above the fifth, which an unrelated question lacks;
+- coverage: the largest share of the question's informative term weight one passage holds;
+- unknown: the share of the question's content weight in terms no passage the caller may see
+  holds (the name of a person or product the company never wrote about); counted over the
+  caller's passages only, so that a document outside its groups changes nothing it is told;
+- agreement: whether both legs put the first passage near their top.
+
+Whether the best passage holds the kind of thing asked for (a number for 何日 or いつ) was
+tried and left out: on the development sets a quantity question whose best passage held no
+number occurred six times in 3,699 questions, all answerable, too rare to learn from.
+
+A logistic model over them is fitted from the development sets by `fit/answerability.py`, with
+cross-validation grouped by document, and committed as `answerability.json`; the product never
+reads the development sets. The operator's knob is the share of answerable questions it may
+refuse (KB_MAX_FALSE_NOT_FOUND): the model carries the quantiles of its probability over the
+answerable development questions, and the threshold is the quantile at that share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from functools import cache
+from pathlib import Path
+
+import msgspec
+import psycopg
+
+from kb_core.queries import query
+from kb_search.planner import GRAMMAR_WEIGHT, QueryPlan
+from kb_search.search import Evidence, SearchResult
+
+__all__ = [
+    "FEATURES",
+    "AnswerabilityModel",
+    "answerability_features",
+    "content_terms",
+    "default_model",
+    "question_evidence",
+]
+
+MODEL_FILE = Path(__file__).with_name("answerability.json")
+FEATURES = ("similarity", "margin", "coverage", "unknown", "agreement")
+_TOP = 5  # passages the evidence is read from (what the answerer sees)
+_NEAR_TOP = 3  # "near the top" of a leg, for agreement
+
+
+
+
+class Hit(msgspec.Struct, frozen=True):
+    """What the features read of one found passage."""
+
+    content: str
+    vector_rank: int | None
+    keyword_rank: int | None
+    similarity: float | None
+    coverage: float | None
+
+
+def content_terms(plan: QueryPlan) -> list[str]:
+    """The terms whose presence in the index `unknown` asks about."""
+    return [t.term for t in plan.terms if t.weight > GRAMMAR_WEIGHT and not t.prefix]
+
+
+def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
+                           unknown_terms: Collection[str]) -> list[float]:
+    """The evidence of `FEATURES`, in order, for the question `plan` and its found passages
+    (best first); `unknown_terms` are the `content_terms` no passage of the caller holds."""
+    top = hits[:_TOP]
+    similarities = sorted((h.similarity for h in top if h.similarity is not None),
+                          reverse=True)
+    best = similarities[0] if similarities else 0.0
+    content = [t for t in plan.terms if t.weight > GRAMMAR_WEIGHT and not t.prefix]
+    weight = sum(t.weight for t in content)
+    unknown = sum(t.weight for t in content if t.term in unknown_terms)
+    first = top[0] if top else None
+    agreement = first is not None and all(
+        r is not None and r <= _NEAR_TOP for r in (first.vector_rank, first.keyword_rank))
+    return [
+        best,
+        best - similarities[-1] if len(similarities) > 1 else 0.0,
+        max((h.coverage or 0.0 for h in top), default=0.0),
+        unknown / weight if weight else 0.0,
+        float(agreement),
+    ]
+
+
+def question_evidence(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
+                      evidence: Sequence[Evidence], groups: list[str]) -> list[float]:
+    """`answerability_features` of a search's result, for a caller with `groups`."""
+    unknown = {t for (t,) in conn.execute(query("unknown_terms"),
+                                          {"terms": content_terms(plan), "groups": groups})}
+    hits = [Hit(h.content, h.ranks.vector, h.ranks.keyword, e.similarity, e.coverage)
+            for h, e in zip(result.hits, evidence, strict=True)]
+    return answerability_features(plan, hits, unknown)
+
+
+class AnswerabilityModel(msgspec.Struct, frozen=True):
+    """A logistic model of "the answer is in the passages", over standardized features."""
+
+    features: list[str]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+    # (share of answerable development questions refused, probability threshold), ascending
+    refusal_quantiles: list[tuple[float, float]]
+    fitted_on: str  # what it was fitted from, and its held-out figures
+
+    def probability(self, features: Sequence[float]) -> float:
+        z = self.bias + sum(w * (x - m) / s for w, x, m, s in
+                            zip(self.weights, features, self.mean, self.scale, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+    def threshold(self, max_false_not_found: float) -> float:
+        """The probability under which a question is refused, so that at most this share of
+        answerable development questions was."""
+        chosen = 0.0
+        for share, threshold in self.refusal_quantiles:
+            if share > max_false_not_found:
+                break
+            chosen = threshold
+        return chosen
+
+
+@cache
+def default_model() -> AnswerabilityModel:
+    """The committed model (fit/answerability.py writes it)."""
+    model = msgspec.json.decode(MODEL_FILE.read_bytes(), type=AnswerabilityModel)
+    if tuple(model.features) != FEATURES:
+        raise ValueError(f"{MODEL_FILE} was fitted for features {model.features}, "
+                         f"not {list(FEATURES)}: refit it with fit/answerability.py")
+    return model

@@ -1,0 +1,77 @@
+"""The answerability evidence and model (kb_search/answerability.py): features read from a
+search's result, the committed model's shape, and the operator's refusal knob."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb_search.answerability import (
+    FEATURES,
+    AnswerabilityModel,
+    Hit,
+    answerability_features,
+    content_terms,
+    default_model,
+)
+from kb_search.planner import plan_question
+
+
+def features(question: str, hits: list[Hit], unknown: set[str] = frozenset()) -> dict:
+    return dict(zip(FEATURES, answerability_features(plan_question(question), hits, unknown),
+                    strict=True))
+
+
+def hit(content: str, vector: int | None = 1, keyword: int | None = 1,
+        similarity: float | None = 0.9, coverage: float | None = 0.8) -> Hit:
+    return Hit(content, vector, keyword, similarity, coverage)
+
+
+def test_similarity_margin_and_coverage_come_from_the_top_five_passages():
+    found = [hit("a", similarity=0.90, coverage=0.4), hit("b", similarity=0.86, coverage=0.7),
+             *(hit("c", similarity=0.80) for _ in range(3)), hit("far", similarity=0.99,
+                                                                  coverage=1.0)]
+    got = features("有給休暇の申請期限", found)
+    assert got["similarity"] == pytest.approx(0.90)
+    assert got["margin"] == pytest.approx(0.10)
+    assert got["coverage"] == pytest.approx(0.8)  # the sixth passage is not read
+
+
+def test_unknown_is_the_share_of_content_weight_the_index_holds_nowhere():
+    plan = plan_question("バヤズィト1世の母親は誰か")
+    terms = content_terms(plan)
+    assert "母親" in terms and "は誰" not in terms  # grammar 2-grams are not asked about
+    everything = features("バヤズィト1世の母親は誰か", [hit("x")], set(terms))
+    nothing = features("バヤズィト1世の母親は誰か", [hit("x")], set())
+    some = features("バヤズィト1世の母親は誰か", [hit("x")], {"バヤ", "ヤズ"})
+    assert (everything["unknown"], nothing["unknown"]) == (1.0, 0.0)
+    assert 0 < some["unknown"] < 1
+
+
+def test_agreement_needs_both_legs_near_their_top():
+    assert features("有給", [hit("x", vector=1, keyword=3)])["agreement"] == 1.0
+    assert features("有給", [hit("x", vector=1, keyword=None)])["agreement"] == 0.0
+    assert features("有給", [hit("x", vector=4, keyword=1)])["agreement"] == 0.0
+
+
+def test_no_passage_gives_neutral_evidence():
+    assert features("有給", []) == dict.fromkeys(FEATURES, 0.0)
+
+
+def test_the_refusal_threshold_is_the_quantile_at_the_operators_share():
+    model = AnswerabilityModel(list(FEATURES), [0.0] * 5, [1.0] * 5, [0.0] * 5, 0.0,
+                               [(0.01, 0.2), (0.05, 0.4), (0.1, 0.6)], "test")
+    assert model.threshold(0.0) == 0.0  # refuse nothing on evidence
+    assert model.threshold(0.01) == 0.2
+    assert model.threshold(0.07) == 0.4
+    assert model.threshold(1.0) == 0.6
+
+
+def test_the_committed_model_is_fitted_for_these_features_and_ranks_evidence_sensibly():
+    model = default_model()
+    assert tuple(model.features) == FEATURES and "fit/answerability.py" in model.fitted_on
+    strong = [0.9, 0.05, 0.9, 0.0, 1.0]
+    weak = [0.8, 0.0, 0.1, 0.9, 0.0]
+    assert model.probability(strong) > 0.5 > model.probability(weak)
+    shares = [share for share, _ in model.refusal_quantiles]
+    thresholds = [threshold for _, threshold in model.refusal_quantiles]
+    assert shares == sorted(shares) and thresholds == sorted(thresholds)
