@@ -34,12 +34,13 @@ import msgspec
 import psycopg
 
 from kb_core.queries import query
-from kb_search.planner import GRAMMAR_WEIGHT, QueryPlan
+from kb_search.planner import GRAMMAR_WEIGHT, QueryPlan, QueryTerm
 from kb_search.search import Evidence, SearchResult
 
 __all__ = [
     "FEATURES",
     "AnswerabilityModel",
+    "Hit",
     "answerability_features",
     "content_terms",
     "default_model",
@@ -52,8 +53,6 @@ _TOP = 5  # passages the evidence is read from (what the answerer sees)
 _NEAR_TOP = 3  # "near the top" of a leg, for agreement
 
 
-
-
 class Hit(msgspec.Struct, frozen=True):
     """What the features read of one found passage."""
 
@@ -64,9 +63,13 @@ class Hit(msgspec.Struct, frozen=True):
     coverage: float | None
 
 
+def _content(plan: QueryPlan) -> list[QueryTerm]:
+    return [t for t in plan.terms if t.weight > GRAMMAR_WEIGHT and not t.prefix]
+
+
 def content_terms(plan: QueryPlan) -> list[str]:
     """The terms whose presence in the index `unknown` asks about."""
-    return [t.term for t in plan.terms if t.weight > GRAMMAR_WEIGHT and not t.prefix]
+    return [t.term for t in _content(plan)]
 
 
 def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
@@ -77,7 +80,7 @@ def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
     similarities = sorted((h.similarity for h in top if h.similarity is not None),
                           reverse=True)
     best = similarities[0] if similarities else 0.0
-    content = [t for t in plan.terms if t.weight > GRAMMAR_WEIGHT and not t.prefix]
+    content = _content(plan)
     weight = sum(t.weight for t in content)
     unknown = sum(t.weight for t in content if t.term in unknown_terms)
     first = top[0] if top else None
