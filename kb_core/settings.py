@@ -130,9 +130,14 @@ def secret(name: str) -> object:
     # Deferred: `kb --help` and `kb db status` must not pay for importing Dagster.
     import dagster as dg
 
+    return dg.EnvVar(_declared(name))
+
+
+def _declared(name: str) -> str:
+    """`name`, if VARIABLES declares it; a KeyError naming it otherwise."""
     if name not in _DECLARED:
         raise KeyError(f"{name} is not a declared variable")
-    return dg.EnvVar(name)
+    return name
 
 
 class _Environment:
@@ -142,9 +147,7 @@ class _Environment:
         self._environ = environ
 
     def text(self, name: str, default: str = "") -> str:
-        if name not in _DECLARED:
-            raise KeyError(f"{name} is not a declared variable")
-        return self._environ.get(name, "").strip() or default
+        return self._environ.get(_declared(name), "").strip() or default
 
     def number(self, name: str, default: float, *, whole: bool = False,
                positive: bool = False) -> float:
