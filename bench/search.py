@@ -75,9 +75,11 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
         conn.execute("SET LOCAL enable_bitmapscan = off")
         # A statement text of its own, so no plan made without index scans serves the
         # approximate searches.
+        # A chunk is as near as its nearest embedding view, as in the vector leg.
         return [r[0] for r in conn.execute(
-            "SELECT /* exact */ id FROM chunks WHERE allowed_groups && %s "
-            "ORDER BY embedding <=> %s, id LIMIT %s", (groups, vector, k))]
+            "SELECT /* exact */ chunk_id FROM chunk_vectors WHERE allowed_groups && %s "
+            "GROUP BY chunk_id ORDER BY min(embedding <=> %s), chunk_id LIMIT %s",
+            (groups, vector, k))]
 
 
 def _timed(conn, prepared, groups: list[str], mode: str) -> tuple[list[float], list[list[int]]]:  # noqa: ANN001

@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
-GENERATION_TABLES = ("documents", "chunks", "keyword_df", "index_settings", "staged_documents")
+GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "index_settings",
+                     "staged_documents")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.
@@ -172,7 +173,9 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
                 new, sql.Identifier(table), old, sql.Identifier(table)))
         conn.execute(sql.SQL(
             "ALTER TABLE {new}.chunks ADD FOREIGN KEY (document_id) "
-            "REFERENCES {new}.documents (id) ON DELETE CASCADE").format(new=new))
+            "REFERENCES {new}.documents (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.chunk_vectors ADD FOREIGN KEY (chunk_id) "
+            "REFERENCES {new}.chunks (id) ON DELETE CASCADE").format(new=new))
     log.info("created index generation %d for %s", new_id, version)
     return generation(conn, new_id)
 

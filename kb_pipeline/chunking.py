@@ -19,7 +19,7 @@ import msgspec
 
 from kb_pipeline.parsing.model import Block, ParsedDocument
 
-__all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document"]
+__all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "embedding_views"]
 
 # Part of the pipeline version: bump it whenever the same document would chunk differently.
 CHUNKER_VERSION = "ja-structure-1"
@@ -75,6 +75,24 @@ def chunk_document(
                 text=head + content, token_count=tokens,
             ))
     return chunks
+
+
+def embedding_views(
+    chunk: Chunk, count_tokens: CountTokens, max_tokens: int, overlap_tokens: int
+) -> list[str]:
+    """Return the texts `chunk` is embedded as: its whole `text` when it fits in `max_tokens`,
+    else its head line followed by consecutive parts of its content that each fit.
+
+    e5 was trained on passages of about a paragraph: one vector for a chunk of several topics
+    stands for none of them well, so a long chunk is found by its best part instead. Parts are
+    cut like chunks (sentence ends first) and overlap by about `overlap_tokens`.
+    """
+    if chunk.token_count <= max_tokens:
+        return [chunk.text]
+    line = chunk.text[: len(chunk.text) - len(chunk.content)].removesuffix("\n")
+    budget = _section_budget(line, count_tokens, max_tokens)
+    pieces = _block_pieces(Block("paragraph", chunk.content), budget)
+    return [budget.head + content for content, _, _ in _pack(pieces, budget, overlap_tokens)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,13 +23,15 @@ from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.queries import query
 from kb_pipeline.access import AccessError, DocumentAccess, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
-from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document
+from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document, embedding_views
 from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, parse_document
 
 __all__ = [
     "StageReport",
     "access_now",
+    "cache_embeddings",
     "chunk_documents",
+    "chunk_views",
     "document_chunks",
     "embed_chunks",
     "index_documents",
@@ -43,12 +45,18 @@ log = logging.getLogger(__name__)
 # Room below e5's 512-token window for the tokenizer's rounding at chunk edges.
 CHUNK_MAX_TOKENS = 500
 CHUNK_OVERLAP_TOKENS = 64
+# What the vector leg sees of a chunk longer than this: views of at most this many tokens, the
+# chunk found by its best one (chunking.embedding_views). Chosen on both development sets with
+# bench/views.py; part of the pipeline version, so a change re-embeds every installation once.
+VIEW_MAX_TOKENS = 128
+VIEW_OVERLAP_TOKENS = 32
 
 
 def pipeline_version(embedder: Embedder) -> str:
     """What decides, with the file's SHA-256, whether an indexed document is current."""
     return (
-        f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};keywords={KEYWORDS_VERSION};"
+        f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};"
+        f"views={VIEW_MAX_TOKENS}/{VIEW_OVERLAP_TOKENS};keywords={KEYWORDS_VERSION};"
         f"embedder={embedder.name}"
     )
 
@@ -213,8 +221,9 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         rows = [
             {"index": c.index, "heading": c.heading, "location": c.location,
              "content": c.content, "text": c.text, "token_count": c.token_count,
-             "sha256": hashlib.sha256(c.text.encode()).hexdigest(),
-             "keywords": to_tsvector_literal(c.text)}
+             "sha256": _sha256(c.text), "keywords": to_tsvector_literal(c.text),
+             "views": [{"text": view, "sha256": _sha256(view)}
+                       for view in chunk_views(c, embedder)]}
             for c in chunks
         ]
         conn.execute(
@@ -223,14 +232,24 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         )
         report.documents += 1
         report.add("chunks", len(rows))
+        report.add("views", sum(len(row["views"]) for row in rows))
         report.add("tokens", sum(c.token_count for c in chunks))
     return report
+
+
+def chunk_views(chunk: Chunk, embedder: Embedder) -> list[str]:
+    """The texts `chunk` is embedded as."""
+    return embedding_views(chunk, embedder.count_tokens, VIEW_MAX_TOKENS, VIEW_OVERLAP_TOKENS)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def embed_chunks(
     conn: psycopg.Connection, scope: RunScope, embedder: Embedder, batch_size: int = 32
 ) -> StageReport:
-    """chunk_embeddings: embed every chunk text this model has not embedded before."""
+    """chunk_embeddings: embed every view of a chunk this model has not embedded before."""
     report = StageReport()
     params = {**_params(scope), "model": embedder.name}
     todo = conn.execute(query("texts_to_embed"), params).fetchall()
@@ -240,7 +259,7 @@ def embed_chunks(
         t0 = time.monotonic()
         vectors = np.asarray(embedder.embed_documents([text for _, text in batch]), np.float32)
         embed_s += time.monotonic() - t0
-        _cache_embeddings(conn, embedder.name, [sha for sha, _ in batch], vectors)
+        cache_embeddings(conn, embedder.name, [sha for sha, _ in batch], vectors)
     staged = conn.execute(query("mark_embedded"), _params(scope)).rowcount
     report.documents = staged
     report.add("embedded", len(todo))
@@ -248,9 +267,10 @@ def embed_chunks(
     return report
 
 
-def _cache_embeddings(
+def cache_embeddings(
     conn: psycopg.Connection, model: str, shas: list[str], vectors: np.ndarray
 ) -> None:
+    """Add `model`'s vectors of the texts with these SHA-256s to the embedding cache."""
     # Another run may embed the same text at the same time (two ingests of one changed file, or
     # copies of one file in two folders): a plain COPY into embedding_cache then failed the
     # whole run on its primary key. COPY into a scratch table, then add what is still missing.
@@ -323,19 +343,21 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
             return None
         conn.execute(query("keyword_df_remove"), {"uris": [params["uri"]]})
         conn.execute(query("delete_chunks"), {"document_id": row[0]})
-        inserted = conn.execute(
+        vectors = conn.execute(
             query("insert_chunks"), {**params, "document_id": row[0]}
         ).rowcount
-        expected, checksum = staged
-        if inserted != expected:
-            # A chunk whose vector is missing would leave a hole in 0..n-1: never publish it.
+        chunks, views, checksum = staged
+        if vectors != views:
+            # A view whose vector is missing would leave its part of the chunk unfindable by
+            # the vector leg (or the whole chunk): never publish it.
             raise _IncompleteChunksError(
-                f"only {inserted} of {expected} chunks had embeddings; not indexed", checksum
+                f"only {vectors} of {views} embedding views had vectors; not indexed",
+                checksum,
             )
         conn.execute(query("keyword_df_add"), {"document_id": row[0]})
         conn.execute(query("resolve_failures"), params)
         conn.execute(query("unstage"), params)
-    return inserted
+    return chunks
 
 
 def access_now(conn: psycopg.Connection, uri: str) -> DocumentAccess | None:

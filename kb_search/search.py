@@ -43,6 +43,9 @@ MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 # group holds 2% of the chunks got 0.79 in ~90 ms below 200 but 1.00 in ~7 ms at 200.
 EF_SEARCH = 200
 LEG_LIMIT = 50  # candidates each leg contributes to fusion
+# Nearest embedding views read for the vector leg's LEG_LIMIT chunks: a chunk's views are
+# near one another, so some of the nearest are views of one chunk.
+VIEW_CANDIDATES = 2 * LEG_LIMIT
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
@@ -139,6 +142,7 @@ def hybrid_search(
         "groups": groups,
         "query_vector": query_vector if use_vector else _PLACEHOLDER,
         "vector_limit": LEG_LIMIT if use_vector else 0,
+        "view_limit": VIEW_CANDIDATES if use_vector else 0,
         "leg_limit": LEG_LIMIT if use_keyword else 0,
         "max_terms": MAX_TERMS,
         "max_share": MAX_SHARE,

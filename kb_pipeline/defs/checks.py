@@ -41,7 +41,8 @@ def _rows_check(
 def chunks_have_valid_embeddings(
     context: Context, postgres: PostgresResource
 ) -> dg.AssetCheckResult:
-    """Every chunk has a unit-length embedding of the index's recorded dimension."""
+    """Every chunk has vectors, each unit-length, of the index's recorded dimension and readable
+    by exactly the chunk's groups."""
     return _rows_check(context, postgres, "chunks_with_bad_embeddings", "document, chunk")
 
 

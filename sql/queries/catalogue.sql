@@ -32,14 +32,18 @@ WHERE s.source_uri = ANY(%(uris)s);
 UPDATE documents SET file_mtime = %(mtime)s WHERE source_uri = %(uri)s;
 
 -- name: regroup_document
--- Documents and their chunks change groups together, in one statement.
+-- Documents, their chunks and the chunks' vectors change groups together, in one statement.
 WITH doc AS (
     UPDATE documents SET allowed_groups = %(groups)s, access_rule = %(rule)s
     WHERE source_uri = %(uri)s
     RETURNING id
+), passages AS (
+    UPDATE chunks SET allowed_groups = %(groups)s
+    WHERE document_id IN (SELECT id FROM doc)
+    RETURNING id
 )
-UPDATE chunks SET allowed_groups = %(groups)s
-WHERE document_id IN (SELECT id FROM doc);
+UPDATE chunk_vectors SET allowed_groups = %(groups)s
+WHERE chunk_id IN (SELECT id FROM passages);
 
 -- name: forget_sources
 -- A deleted file leaves the index, the catalogue and the staging area.

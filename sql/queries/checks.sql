@@ -1,10 +1,16 @@
 -- name: chunks_with_bad_embeddings
--- Chunks whose vector is missing, of another dimension than recorded, or not unit length.
+-- Chunks without a vector, or with one of another dimension than recorded, not unit length,
+-- or readable by other groups than the chunk.
 SELECT d.path, c.chunk_index
 FROM chunks c JOIN documents d ON d.id = c.document_id
-WHERE c.embedding IS NULL
-   OR vector_dims(c.embedding) <> (SELECT value::int FROM index_settings WHERE key = 'embedding_dim')
-   OR abs(vector_norm(c.embedding) - 1) > 0.01
+WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)
+   OR EXISTS (
+       SELECT 1 FROM chunk_vectors v
+       WHERE v.chunk_id = c.id
+         AND (vector_dims(v.embedding)
+                  <> (SELECT value::int FROM index_settings WHERE key = 'embedding_dim')
+              OR abs(vector_norm(v.embedding) - 1) > 0.01
+              OR v.allowed_groups IS DISTINCT FROM c.allowed_groups))
 LIMIT 20;
 
 -- name: documents_with_broken_chunks

@@ -86,8 +86,13 @@ WITH live AS (
     WHERE live.source_uri = d.source_uri
       AND (d.allowed_groups, d.access_rule) IS DISTINCT FROM (live.allowed_groups, live.access_rule)
     RETURNING d.id, d.allowed_groups
+), passages AS (
+    UPDATE chunks c SET allowed_groups = docs.allowed_groups
+    FROM docs WHERE c.document_id = docs.id
+    RETURNING c.id, c.allowed_groups
 )
-UPDATE chunks c SET allowed_groups = docs.allowed_groups FROM docs WHERE c.document_id = docs.id;
+UPDATE chunk_vectors v SET allowed_groups = passages.allowed_groups
+FROM passages WHERE v.chunk_id = passages.id;
 
 -- name: retire_live_generation
 UPDATE index_generations SET state = 'retired' WHERE state = 'live' RETURNING id;

@@ -30,13 +30,13 @@ UPDATE staged_documents SET chunks = %(chunks)s::jsonb
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
 -- name: texts_to_embed
--- Chunk texts of this run that the model has not embedded before.
-SELECT DISTINCT c->>'sha256' AS sha256, c->>'text' AS text
-FROM staged_documents s, jsonb_array_elements(s.chunks) c
+-- Embedding views of this run's chunks that the model has not embedded before.
+SELECT DISTINCT v->>'sha256' AS sha256, v->>'text' AS text
+FROM staged_documents s, jsonb_array_elements(s.chunks) c, jsonb_array_elements(c->'views') v
 WHERE s.run_id = %(run_id)s AND s.source_uri = ANY(%(uris)s) AND NOT s.embedded
   AND NOT EXISTS (
       SELECT 1 FROM embedding_cache e
-      WHERE e.model = %(model)s AND e.text_sha256 = c->>'sha256'
+      WHERE e.model = %(model)s AND e.text_sha256 = v->>'sha256'
   );
 
 -- name: embedding_scratch
@@ -65,8 +65,12 @@ ORDER BY source_uri;
 
 -- name: lock_staged
 -- The staged version this run is about to publish, locked until the publishing transaction
--- ends, so no other run can re-stage the file in between; with its number of chunks.
-SELECT jsonb_array_length(chunks), checksum FROM staged_documents
+-- ends, so no other run can re-stage the file in between; with its numbers of chunks and of
+-- embedding views.
+SELECT jsonb_array_length(chunks),
+       (SELECT count(*) FROM jsonb_array_elements(chunks) c, jsonb_array_elements(c->'views')),
+       checksum
+FROM staged_documents
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s AND embedded
 FOR UPDATE;
 
@@ -100,14 +104,26 @@ RETURNING d.id;
 DELETE FROM chunks WHERE document_id = %(document_id)s;
 
 -- name: insert_chunks
-INSERT INTO chunks (document_id, chunk_index, heading, location, content, search_text,
-                    token_count, text_sha256, allowed_groups, embedding, keywords)
-SELECT %(document_id)s, (c->>'index')::int, c->>'heading', c->>'location', c->>'content',
-       c->>'text', (c->>'token_count')::int, c->>'sha256', s.allowed_groups, e.embedding,
-       (c->>'keywords')::tsvector
+-- The staged chunks, then the vector of each of their embedding views from the cache (a view
+-- whose vector is missing is not inserted: the caller counts them).
+WITH inserted AS (
+    INSERT INTO chunks (document_id, chunk_index, heading, location, content, search_text,
+                        token_count, text_sha256, allowed_groups, keywords)
+    SELECT %(document_id)s, (c->>'index')::int, c->>'heading', c->>'location', c->>'content',
+           c->>'text', (c->>'token_count')::int, c->>'sha256', s.allowed_groups,
+           (c->>'keywords')::tsvector
+    FROM staged_documents s
+    CROSS JOIN jsonb_array_elements(s.chunks) c
+    WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s
+    RETURNING id, chunk_index, allowed_groups
+)
+INSERT INTO chunk_vectors (chunk_id, view_index, allowed_groups, embedding)
+SELECT i.id, v.position - 1, i.allowed_groups, e.embedding
 FROM staged_documents s
 CROSS JOIN jsonb_array_elements(s.chunks) c
-JOIN embedding_cache e ON e.model = %(model)s AND e.text_sha256 = c->>'sha256'
+CROSS JOIN jsonb_array_elements(c->'views') WITH ORDINALITY v (view, position)
+JOIN inserted i ON i.chunk_index = (c->>'index')::int
+JOIN embedding_cache e ON e.model = %(model)s AND e.text_sha256 = v.view->>'sha256'
 WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 
 -- name: unstage

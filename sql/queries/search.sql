@@ -76,16 +76,20 @@ kw AS (
     ORDER BY rank
     LIMIT %(leg_limit)s
 ),
+-- A chunk is found by its nearest embedding view (a long chunk has several, see
+-- sql/007_chunk_vectors.sql): the nearest views, then each chunk once at its best distance.
 vec_nearest AS (
-    SELECT c.id, c.embedding <=> %(query_vector)s::vector AS distance
-    FROM chunks c
-    WHERE c.allowed_groups && %(groups)s::text[]
-    ORDER BY c.embedding <=> %(query_vector)s::vector
-    LIMIT %(vector_limit)s
+    SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
+    FROM chunk_vectors v
+    WHERE v.allowed_groups && %(groups)s::text[]
+    ORDER BY v.embedding <=> %(query_vector)s::vector
+    LIMIT %(view_limit)s
 ),
 vec AS (
     SELECT id, 1 - distance AS similarity, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM vec_nearest
+    FROM (SELECT chunk_id AS id, min(distance) AS distance FROM vec_nearest GROUP BY chunk_id) best
+    ORDER BY distance, id
+    LIMIT %(vector_limit)s
 ),
 coded AS (
     SELECT c.id FROM chunks c

@@ -94,7 +94,9 @@ def index_snapshot(conn: psycopg.Connection) -> tuple[list, list, list]:
     """What re-parsing or re-embedding would change: chunk ids, texts and vectors, the
     embedding cache, and when each document was last ingested."""
     return (
-        conn.execute("SELECT id, search_text, embedding::text FROM chunks ORDER BY id").fetchall(),
+        conn.execute("SELECT c.id, c.search_text, v.view_index, v.embedding::text "
+                     "FROM chunks c JOIN chunk_vectors v ON v.chunk_id = c.id "
+                     "ORDER BY c.id, v.view_index").fetchall(),
         conn.execute("SELECT model, text_sha256, created_at FROM embedding_cache "
                      "ORDER BY text_sha256").fetchall(),
         conn.execute("SELECT path, checksum, ingested_at FROM documents ORDER BY path").fetchall(),

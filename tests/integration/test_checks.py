@@ -52,8 +52,19 @@ def test_whole_chunk_set_check_fails_on_a_damaged_document(indexed, conn, damage
 
 
 def test_embedding_check_fails_on_a_vector_that_is_not_unit_length(indexed, conn):
-    conn.execute("UPDATE chunks SET embedding = (SELECT array_fill(0.5, ARRAY[384])::vector) "
-                 "WHERE chunk_index = 0")
+    conn.execute("UPDATE chunk_vectors SET embedding = array_fill(0.5, ARRAY[384])::vector "
+                 "WHERE chunk_id = (SELECT min(id) FROM chunks)")
+    assert not run_check(checks.chunks_have_valid_embeddings, indexed).passed
+
+
+def test_embedding_check_fails_on_a_chunk_without_vectors(indexed, conn):
+    conn.execute("DELETE FROM chunk_vectors WHERE chunk_id = (SELECT min(id) FROM chunks)")
+    assert not run_check(checks.chunks_have_valid_embeddings, indexed).passed
+
+
+def test_embedding_check_fails_on_a_vector_readable_by_other_groups_than_its_chunk(indexed, conn):
+    conn.execute("UPDATE chunk_vectors SET allowed_groups = '{someone-else}' "
+                 "WHERE chunk_id = (SELECT min(id) FROM chunks)")
     assert not run_check(checks.chunks_have_valid_embeddings, indexed).passed
 
 

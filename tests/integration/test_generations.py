@@ -342,9 +342,8 @@ def test_keyword_vectors_stay_inside_the_rows_of_the_live_and_a_new_generation(c
             "RETURNING id").fetchone()[0]
         outside = conn.execute(
             "INSERT INTO chunks (document_id, chunk_index, heading, content, search_text, "
-            "token_count, text_sha256, allowed_groups, embedding, keywords) "
-            "VALUES (%s, 0, '', 'c', 'c', 10, 'x', '{g}', "
-            "  (SELECT array_fill(0.5, ARRAY[384]))::vector, %s::tsvector) "
+            "token_count, text_sha256, allowed_groups, keywords) "
+            "VALUES (%s, 0, '', 'c', 'c', 10, 'x', '{g}', %s::tsvector) "
             "RETURNING pg_column_toast_chunk_id(keywords) IS NOT NULL",
             (document_id, keywords)).fetchone()[0]
         assert not outside, generation_id

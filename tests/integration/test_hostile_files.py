@@ -97,8 +97,11 @@ def contents(conn: psycopg.Connection) -> dict[str, str]:
 
 def chunk_rows(conn: psycopg.Connection, path: str) -> list[tuple]:
     return conn.execute(
-        "SELECT c.id, c.content, c.embedding::text, c.allowed_groups FROM chunks c "
-        "JOIN documents d ON d.id = c.document_id WHERE d.path = %s ORDER BY c.chunk_index",
+        "SELECT c.id, c.content, c.allowed_groups, "
+        "       (SELECT array_agg(v.embedding::text ORDER BY v.view_index) "
+        "        FROM chunk_vectors v WHERE v.chunk_id = c.id) "
+        "FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.path = %s "
+        "ORDER BY c.chunk_index",
         (path,)).fetchall()
 
 

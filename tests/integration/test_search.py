@@ -214,9 +214,8 @@ def test_keyword_leg_uses_the_gin_index_for_a_selective_term(conn):
     )
     conn.execute(
         "INSERT INTO chunks (document_id, chunk_index, heading, content, search_text, "
-        "token_count, text_sha256, allowed_groups, embedding, keywords) "
+        "token_count, text_sha256, allowed_groups, keywords) "
         "SELECT d.id, i, '', 'c', 'c', 10, md5(i::text), '{g}', "
-        "  (SELECT array_fill(0.0, ARRAY[383]) || ARRAY[1.0])::vector, "
         "  CASE WHEN i = 7 THEN '''zq-9999'' ''規程''' ELSE '''規程'' ''休暇''' END::tsvector "
         "FROM documents d, generate_series(0, 19999) i"
     )
@@ -256,11 +255,19 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
                                                          for v in around(-axis, 30)]
     with conn.cursor().copy(
         "COPY chunks (document_id, chunk_index, heading, content, search_text, token_count, "
-        "text_sha256, allowed_groups, embedding, keywords) FROM STDIN"
+        "text_sha256, allowed_groups, keywords) FROM STDIN"
     ) as copy:
-        for i, (groups, vector) in enumerate(rows):
-            copy.write_row((document_id, i, "", "c", "c", 10, str(i), groups, vector, ""))
+        for i, (groups, _) in enumerate(rows):
+            copy.write_row((document_id, i, "", "c", "c", 10, str(i), groups, ""))
+    ids = [r[0] for r in conn.execute(
+        "SELECT id FROM chunks WHERE document_id = %s ORDER BY chunk_index", (document_id,))]
+    with conn.cursor().copy(
+        "COPY chunk_vectors (chunk_id, view_index, allowed_groups, embedding) FROM STDIN"
+    ) as copy:
+        for chunk_id, (groups, vector) in zip(ids, rows, strict=True):
+            copy.write_row((chunk_id, 0, groups, vector))
     conn.execute("ANALYZE chunks")
+    conn.execute("ANALYZE chunk_vectors")
     configure_search_session(conn)
     # On a table this small the planner may rather read the 30 chunks through the groups'
     # index and sort them exactly; make it walk the HNSW graph, as it does at scale.
@@ -301,8 +308,9 @@ def test_a_code_question_leans_on_the_keyword_leg_when_the_legs_disagree(
     register_vector(conn)
     configure_search_session(conn)
     (vector,) = conn.execute(
-        "SELECT c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
-        "WHERE d.path LIKE %s", ("%a_取扱説明書.md",)).fetchone()
+        "SELECT v.embedding FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+        "JOIN documents d ON d.id = c.document_id WHERE d.path LIKE %s",
+        ("%a_取扱説明書.md",)).fetchone()
 
     def fused(question: str) -> list[tuple[str, float, int | None, int | None]]:
         result, _ = hybrid_search(conn, plan_question(question), vector, ["lean"], 2)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document
+from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document, embedding_views
 from kb_pipeline.parsing.model import Block, ParsedDocument
 
 E5_WINDOW = 512
@@ -318,6 +318,57 @@ def test_no_chunk_exceeds_the_window_for_random_japanese_text(
     assert_well_formed(chunks, count, max_tokens)
     if not any(b.kind == "table" for b in blocks):
         assert_reconstructs_the_text(chunks, blocks)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    blocks=_blocks(),
+    title=st.text(_ALPHABET, max_size=60),
+    view_tokens=st.integers(24, 120),
+    overlap_tokens=st.integers(0, 30),
+    count=st.sampled_from([cheap_tokens, _wordy_tokens]),
+)
+def test_every_view_fits_and_a_chunk_s_views_cover_its_content(
+    blocks: list[Block], title: str, view_tokens: int, overlap_tokens: int,
+    count: Callable[[str], int],
+) -> None:
+    for chunk in chunk_document(doc(*blocks, title=title), count, 200, 40):
+        views = embedding_views(chunk, count, view_tokens, overlap_tokens)
+        if chunk.token_count <= view_tokens:
+            assert views == [chunk.text]
+            continue
+        head = chunk.text[: len(chunk.text) - len(chunk.content)]
+        for view in views:
+            assert count(view) <= view_tokens
+            # The head line (shortened with … only when it would fill half the view) leads.
+            line = view.split("\n", 1)[0] + "\n" if "\n" in head else ""
+            assert head.startswith(line.removesuffix("…\n")) and view[len(line):].strip()
+        words = "".join(chunk.content.split())
+        parts = ["".join(view[len(view.split("\n", 1)[0]) + 1:].split()) if "\n" in head
+                 else "".join(view.split()) for view in views]
+        assert all(part in words for part in parts)
+        assert words.startswith(parts[0]) and words.endswith(parts[-1])
+
+
+def test_a_long_article_is_seen_through_paragraph_sized_views_under_its_heading() -> None:
+    count = e5_tokens()
+    blocks = regulation_blocks(articles=1, clauses_per_article=12)
+    chunk = chunk_document(doc(*blocks), count, 480)[0]
+    views = embedding_views(chunk, count, 128, 48)
+
+    assert chunk.token_count > 2 * 128 and len(views) >= 3
+    assert chunk.heading == "第1章 旅費（その1） > 第1条（出張旅費の取扱い1）"
+    assert all(v.startswith(f"【旅費規程】{chunk.heading}\n") for v in views)
+    assert all(count(v) <= 128 for v in views)
+    # Consecutive views repeat a sentence where the next one leaves room for it.
+    assert any(sentences_of(before)[-1].strip() in after
+               for before, after in zip(views, views[1:], strict=False))
+
+
+def test_a_chunk_that_fits_one_view_is_embedded_as_it_is_searched() -> None:
+    (chunk,) = chunk_document(doc(heading("第1条（目的）", 2), para("この規程は旅費を定める。")),
+                              cheap_tokens, 480)
+    assert embedding_views(chunk, cheap_tokens, 128, 32) == [chunk.text]
 
 
 def assert_reconstructs_the_text(chunks: list[Chunk], blocks: list[Block]) -> None:
