@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--groups", type=groups, default=None,
                         help="groups for files without an access rule of their own")
 
+    _command(sub, "status", "status:run", "this installation on one screen: database, index, "
+             "groups, sensor, service, last evaluation")
     _command(sub, "docs", "documents:run_docs", "list indexed documents")
     _command(sub, "failures", "documents:run_failures", "list files that could not be ingested")
 

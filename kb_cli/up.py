@@ -17,6 +17,7 @@ import dagster as dg
 import psutil
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
+from kb_cli.addresses import forget_addresses, record_addresses
 from kb_cli.dagster_home import dagster_instance
 from kb_cli.database import prepare_database
 from kb_cli.logs import LOG_FILE, narrate
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             watchdog.watch(name, children[name].pid)
             log.info("started %s (pid %d)", name, children[name].pid)
         if not signals.count:
+            record_addresses(settings.home, {
+                "dagster": f"http://127.0.0.1:{args.dagster_port}",
+                "service": f"http://127.0.0.1:{args.port}"})
             log.info("logs: %s (%s)", settings.log_dir,
                      ", ".join([LOG_FILE, *(p.name for p in logs.values())]))
             log.info("Dagster UI: http://127.0.0.1:%d  query service: http://127.0.0.1:%d  "
@@ -85,6 +89,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return _supervise(children, signals, settings, logs, errors)
     finally:
         stopping = time.monotonic()
+        forget_addresses(settings.home)
         hurried = _stop(children, signals)
         if embedded:
             stop_embedded(settings, grace_s=3 if hurried else STOP_GRACE_S)

@@ -26,6 +26,8 @@ _FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
 # The level field of the formats the children write: Dagster's ("- ERROR -"), uvicorn's
 # ("ERROR:") and ours ("ERROR name:").
 _ERROR = re.compile(r"(?:^|\s)(?:ERROR|CRITICAL)[\s:]")
+# Dagster colours its level names even in a file.
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class RunLines:
@@ -112,9 +114,9 @@ class ErrorLines:
         for name, handle in self._files.items():
             text = self._partial[name] + handle.read()
             *lines, self._partial[name] = text.split("\n")
-            for line in lines:
+            for line in (_COLOUR.sub("", line).strip() for line in lines):
                 if _ERROR.search(line):
-                    log.error("%s: %s", name, line.strip())
+                    log.error("%s: %s", name, line)
 
     def close(self) -> None:
         for handle in self._files.values():
