@@ -41,7 +41,8 @@ class _Rate(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         unit = task.fields.get("unit", "")
-        return Text(f"{task.speed:.1f} {unit}/s" if task.speed else "", style="cyan")
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.1f} {unit}/s" if speed else "", style="cyan")
 
 
 class WorkDisplay:

@@ -72,7 +72,7 @@ class RunLines:
         with connect(self._database_url, autocommit=True) as conn:
             failures = conn.execute(query("failures_of_runs"), {"run_ids": [run_id]}).fetchall()
         files = raw.get("documents", 0) + raw.get("skipped", 0) + raw.get("errors", 0)
-        outcome = (f"{files} files: {index.get('documents', 0)} indexed "
+        outcome = (f"{files} file{'' if files == 1 else 's'}: {index.get('documents', 0)} indexed "
                    f"({index.get('chunks', 0)} chunks), {raw.get('skipped', 0)} unchanged, "
                    f"{len(failures)} failed")
         if failures:
