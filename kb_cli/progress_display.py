@@ -7,9 +7,11 @@ exactly the result and stderr only warnings and errors."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -65,8 +67,10 @@ class WorkDisplay:
 
     def __call__(self, event: progress.Event, uri: str | None, count: int) -> None:
         self.counts[event] = self.counts.get(event, 0) + count
-        if uri is not None and event == "parsing":
-            self.current = Path(uri).name
+        if uri is not None:
+            self.current = f"{event} {Path(uri).name}"
+        elif event == "to_embed" and count:
+            self.current = f"embedding {count} new passages"
         if event == "files":
             self._grow("files", count, "files")
         elif event in ("unchanged", "indexed", "failed"):
@@ -95,16 +99,24 @@ class WorkDisplay:
             ("unchanged", "unchanged"), ("parsed", "parsed"), ("chunked", "chunked"),
             ("indexed", "indexed"), ("failed", "failed"), ("deleted", "deleted"))]
         line = " · ".join(f"{label} {n}" for label, n in shown if n)
-        now = f"  now: {self.current}" if self.current else ""
+        now = f"  {self.current}" if self.current and not self._bars.finished else ""
         return Text(f"{line}{now}", style="dim", overflow="ellipsis", no_wrap=True)
 
     def __rich__(self) -> Group:
         return Group(self._bars, self._status())
 
 
-def _terminal() -> Console | None:
-    console = Console(stderr=True)
-    return console if console.is_terminal else None
+@contextmanager
+def _terminal() -> Iterator[Console | None]:
+    """A console on the terminal stderr is, if it is one. Dagster captures a step's output by
+    pointing descriptors 1 and 2 at files (its compute logs), which froze a display drawn on
+    descriptor 2 for as long as a step ran: this console writes to a copy of the descriptor,
+    which that leaves alone."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8") as terminal:
+        yield Console(file=terminal)
 
 
 @contextmanager
@@ -113,9 +125,10 @@ def live_display(args: argparse.Namespace) -> Iterator[WorkDisplay]:
     terminal and --json was not given, else only counting. Log lines written meanwhile are
     printed above the display."""
     display = WorkDisplay()
-    console = None if args.json else _terminal()
-    live = (Live(display, console=console, refresh_per_second=4,
-                 redirect_stderr=True, redirect_stdout=False)
-            if console else nullcontext())
-    with live, progress.listening(display):
+    with ExitStack() as stack:
+        console = None if args.json else stack.enter_context(_terminal())
+        if console is not None:
+            stack.enter_context(Live(display, console=console, refresh_per_second=4,
+                                     redirect_stderr=True, redirect_stdout=False))
+        stack.enter_context(progress.listening(display))
         yield display

@@ -74,15 +74,22 @@ def _in_terminal(argv: list[str], env: dict[str, str], timeout: float = 300) -> 
     return _ANSI.sub("", received.decode(errors="replace")), os.waitstatus_to_exitcode(status)
 
 
-def test_kb_ingest_on_a_terminal_shows_progress_and_a_summary(installation):
-    docs = installation["KB_DOCS_DIRS"]
-    screen, status = _in_terminal([KB, "ingest", docs], installation)
+def test_kb_ingest_on_a_terminal_shows_progress_and_a_summary(installation, tmp_path):
+    # Five copies of the samples: enough work for the display to be redrawn while it runs.
+    docs = tmp_path / "copies"
+    for n in range(5):
+        shutil.copytree(installation["KB_DOCS_DIRS"], docs / f"copy{n}")
+    files = sum(1 for p in docs.rglob("*") if p.is_file() and p.name != "_access.toml")
+    screen, status = _in_terminal([KB, "ingest", str(docs)], installation)
     assert status == 0, screen[-3000:]
-    files = sum(1 for p in Path(docs).rglob("*") if p.is_file() and p.name != "_access.toml")
-    # The live display: files done of the total, passages embedded with their rate, ETA.
-    assert re.search(rf"files .*\b{files}/{files}\b", screen), screen[-3000:]
+    # The live display, redrawn as the work went: files done of the total, each file as it is
+    # parsed, passages embedded with their rate, elapsed time and ETA.
+    parsed = {int(n) for n in re.findall(r"parsed (\d+)", screen)}
+    assert len(parsed) >= 2 and max(parsed) == files, sorted(parsed)
+    assert re.search(r"parsing \S+\.(md|pdf|docx|xlsx|pptx|html|txt|csv)", screen)
+    assert re.search(rf"files .*\b0/{files}\b.* ETA", screen)
+    assert re.search(rf"files .*\b{files}/{files}\b.* files/s", screen), screen[-3000:]
     assert re.search(r"passages .*\b(\d+)/\1\b.* passages/s", screen), screen[-3000:]
-    assert "ETA" in screen and "parsed" in screen
     # The summary table, and where the details went.
     summary = screen[screen.index(f"kb ingest: {files} documents"):]
     for row in (rf"ingested\s*│\s*{files}\b", r"unchanged\s*│\s*0\b", r"failed\s*│\s*0\b",
