@@ -33,6 +33,10 @@ from kb_core import progress
 
 __all__ = ["WorkDisplay", "live_display"]
 
+# The bar each event adds to the total of, or advances.
+_TOTALS = {"files": "files", "to_embed": "passages", "questions": "questions"}
+_DONE = {"unchanged": "files", "indexed": "files", "failed": "files", "embedded": "passages",
+         "question": "questions"}
 # Runs finish files in batches (a run parses all its files, then embeds, then indexes), so
 # the rate behind the ETA is averaged over minutes, not rich's default 30 s.
 _RATE_WINDOW_S = 600.0
@@ -71,22 +75,14 @@ class WorkDisplay:
             self.current = f"{event} {Path(uri).name}"
         elif event == "to_embed" and count:
             self.current = f"embedding {count} new passages"
-        if event == "files":
-            self._grow("files", count, "files")
-        elif event in ("unchanged", "indexed", "failed"):
-            self._advance("files", count)
-        elif event == "to_embed":
-            self._grow("passages", count, "passages")
-        elif event == "embedded":
-            self._advance("passages", count)
-        elif event == "questions":
-            self._grow("questions", count, "questions")
-        elif event == "question":
-            self._advance("questions", count)
+        if event in _TOTALS:
+            self._grow(_TOTALS[event], count)
+        elif event in _DONE:
+            self._advance(_DONE[event], count)
 
-    def _grow(self, name: str, count: int, unit: str) -> None:
+    def _grow(self, name: str, count: int) -> None:
         if name not in self._tasks:
-            self._tasks[name] = self._bars.add_task(name, total=0, unit=unit)
+            self._tasks[name] = self._bars.add_task(name, total=0, unit=name)
         task = self._tasks[name]
         self._bars.update(task, total=self._bars.tasks[task].total + count)
 
@@ -96,7 +92,7 @@ class WorkDisplay:
 
     def _status(self) -> Text:
         shown = [(label, self.counts.get(event, 0)) for label, event in (
-            ("unchanged", "unchanged"), ("parsed", "parsed"), ("chunked", "chunked"),
+            ("unchanged", "unchanged"), ("parsed", "parsed"), ("passages", "chunked"),
             ("indexed", "indexed"), ("failed", "failed"), ("deleted", "deleted"))]
         line = " · ".join(f"{label} {n}" for label, n in shown if n)
         now = f"  {self.current}" if self.current and not self._bars.finished else ""
