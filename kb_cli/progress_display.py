@@ -81,6 +81,8 @@ class WorkDisplay:
             self._advance(_DONE[event], count)
 
     def _grow(self, name: str, count: int) -> None:
+        if name not in self._tasks and not count:
+            return  # nothing to do (every passage came from the cache): no empty bar
         if name not in self._tasks:
             self._tasks[name] = self._bars.add_task(name, total=0, unit=name)
         task = self._tasks[name]
