@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import IO
 
 import dagster as dg
+import psycopg
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
+from sqlalchemy.exc import SQLAlchemyError
 
 from kb_core.database import connect
 from kb_core.queries import query
@@ -38,16 +40,29 @@ class RunLines:
         self._database_url = database_url
         self._since = dt.datetime.now(dt.UTC)
         self._told: set[str] = set()
+        self._trouble: str | None = None
 
     def poll(self) -> None:
+        try:
+            self._tell_finished()
+        except (SQLAlchemyError, psycopg.Error) as exc:
+            # The database away for a moment must not stop kb up; say so once, not each poll.
+            if str(exc) != self._trouble:
+                log.warning("cannot read the finished runs: %s", exc)
+            self._trouble = str(exc)
+        else:
+            self._trouble = None
+
+    def _tell_finished(self) -> None:
         runs = self._instance.get_runs(
             dg.RunsFilter(statuses=_FINISHED, updated_after=self._since), limit=50)
         for run in reversed(runs):  # newest first, as Dagster lists them
             if run.run_id in self._told:
                 continue
+            line = self._line(run)
             self._told.add(run.run_id)
             log.log(logging.INFO if run.status == dg.DagsterRunStatus.SUCCESS
-                    else logging.ERROR, "%s", self._line(run))
+                    else logging.ERROR, "%s", line)
 
     def _line(self, run: dg.DagsterRun) -> str:
         stats = self._instance.get_run_stats(run.run_id)
