@@ -31,6 +31,9 @@ __all__ = ["Status", "run"]
 SENSOR = "docs_folder_sensor"
 EVALUATION_ASSET = "retrieval_evaluation"
 _BUILDING = ("building", "evaluating", "passed")
+# The evaluation's figures the screen shows (the JSON has them all).
+_ON_SCREEN = ("hybrid R@5", "hybrid MRR@10", "answers cited_expected_rate",
+              "answers not_found_precision", "answers not_found_recall")
 
 
 class Database(msgspec.Struct):
@@ -224,7 +227,6 @@ def _table(status: Status) -> Table:
     table.add_row("service", f"{svc.url} (Dagster UI {svc.dagster_url})" if svc.running
                   else "not running (kb up)")
     ev = status.evaluation
-    table.add_row("evaluation", ", ".join(f"{k} {v:.3f}" for k, v in ev.figures.items()
-                                          if k.startswith("hybrid") or k.startswith("answers"))
-                  + f" ({ev.at})" if ev else "none yet")
+    table.add_row("evaluation", f"{ev.at}: " + ", ".join(
+        f"{k} {ev.figures[k]:.3f}" for k in _ON_SCREEN if k in ev.figures) if ev else "none yet")
     return table
