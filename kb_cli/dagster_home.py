@@ -1,5 +1,6 @@
 """DAGSTER_HOME for an installation: instance storage in our PostgreSQL server, a bounded run
-queue and run monitoring, so a killed run does not stay STARTED."""
+queue and run monitoring, so a killed run does not stay STARTED; telemetry and the UI's
+first-visit dialog off, as in docker/dagster.yaml."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def _instance_config(storage_url: str) -> dict:
             "max_resume_run_attempts": 0,
             "poll_interval_seconds": 30,
         },
+        # Offline and unattended: no usage reports, no first-visit dialog in the UI.
         "telemetry": {"enabled": False},
+        "nux": {"enabled": False},
     }
 
 

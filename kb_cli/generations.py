@@ -11,6 +11,7 @@ import msgspec
 
 from kb_cli.dagster_home import dagster_instance
 from kb_cli.database import prepare_database
+from kb_cli.progress_display import live_display
 from kb_core.database import connect
 from kb_core.generations import GenerationError, discard_generation, list_generations
 from kb_core.settings import Settings
@@ -46,7 +47,7 @@ def _rebuild_running(settings: Settings, generation_id: int) -> bool:
 
 
 def _rebuild(args: argparse.Namespace, settings: Settings) -> int:
-    with dagster_instance(settings) as instance:
+    with dagster_instance(settings) as instance, live_display(args):
         gen = rebuild_in_process(settings, instance)
     _show(args, [gen.as_json()])
     return 0 if gen.state == "live" else 1

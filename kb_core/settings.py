@@ -374,6 +374,11 @@ class Settings:
     def dagster_home(self) -> Path:
         return self.home / "dagster"
 
+    @property
+    def log_dir(self) -> Path:
+        """Where the `kb` command, and `kb up`'s servers and daemon, keep their logs."""
+        return self.home / "logs"
+
     def environment(self) -> dict[str, str]:
         """The environment of a child process (`kb up`'s Dagster webserver, daemon and runs,
         its query service): this one's, with what this installation resolved made explicit,

@@ -13,6 +13,7 @@ from kb_pipeline.defs.generations import (
     published_generation,
 )
 from kb_pipeline.defs.resources import resources_for
+from kb_pipeline.defs.run_logging import RUN_LOGGERS
 from kb_pipeline.defs.sensor import docs_folder_sensor
 
 __all__ = ["defs", "make_definitions"]
@@ -31,6 +32,7 @@ def make_definitions(settings: Settings) -> dg.Definitions:
         jobs=[ingestion.INGEST_JOB, GATE_JOB, discard_generation_job],
         sensors=[docs_folder_sensor, EVALUATION_SENSOR],
         resources=resources_for(settings),
+        loggers=RUN_LOGGERS,
     )
 
 

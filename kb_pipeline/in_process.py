@@ -24,6 +24,7 @@ from kb_core.generations import (
     set_state,
 )
 from kb_core.index_model import check_index_model
+from kb_core.progress import report
 from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
@@ -35,6 +36,7 @@ from kb_pipeline.defs.generations import (
     stale_keys,
 )
 from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
     GENERATION_TAG,
@@ -107,6 +109,11 @@ def ingest_paths(
         forget_files(conn, plan.deleted)
         partitions = partition_changes(conn, instance, plan.seen)
     apply_partition_changes(instance, partitions)
+    report("files", count=len(set(plan.seen)))
+    report("unchanged", count=len(plan.unchanged))
+    report("deleted", count=len(plan.deleted))
+    for uri in plan.known_failing:  # not retried: they count as failed again
+        report("failed", uri)
 
     job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
     run_ids: list[str] = []
@@ -116,7 +123,7 @@ def ingest_paths(
         result = job.execute_in_process(
             instance=instance,
             tags={**range_tags(first, last), **own_tags},
-            run_config=raw_config(settings),
+            run_config={**raw_config(settings), **IN_PROCESS_LOGGING},
             raise_on_error=False,
         )
         run_ids.append(result.run_id)
@@ -140,14 +147,16 @@ def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Gene
         with claimed(conn, gen.id):
             while stale := stale_keys(conn, generation(conn, gen.id), version, settings, keys):
                 mark_round_launched(conn, gen.id)
+                report("files", count=len(stale))
                 for first, last in partition_ranges(keys, stale):
                     ingest.execute_in_process(
                         instance=instance, tags={**rebuild_tags(gen.id, first, last), **own},
-                        run_config=raw_config(settings), raise_on_error=False)
+                        run_config={**raw_config(settings), **IN_PROCESS_LOGGING},
+                        raise_on_error=False)
             set_state(conn, gen.id, "evaluating")
             instance.add_dynamic_partitions(GENERATIONS_PARTITIONS.name, [str(gen.id)])
             definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
-                instance=instance, partition_key=str(gen.id),
+                instance=instance, partition_key=str(gen.id), run_config=IN_PROCESS_LOGGING,
                 tags={GENERATION_TAG: str(gen.id), **own}, raise_on_error=False)
         return generation(conn, gen.id)
 

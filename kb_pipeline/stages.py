@@ -20,6 +20,7 @@ import psycopg
 from kb_core.embeddings import Embedder
 from kb_core.index_model import record_index_model
 from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
+from kb_core.progress import report as report_progress
 from kb_core.queries import query
 from kb_pipeline.access import AccessError, DocumentAccess, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
@@ -109,6 +110,7 @@ def _fail(
         )
     log.error("%s failed at %s: %s", uri, stage, error)
     report.failed.append((uri, error))
+    report_progress("failed", uri)
 
 
 def stage_documents(
@@ -172,6 +174,7 @@ def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
     """parsed_documents: text and structure of each staged file, checked against its snapshot."""
     report = StageReport()
     for uri, checksum, mtime, _, _ in conn.execute(query("staged_for_run"), _params(scope)):
+        report_progress("parsing", uri)
         try:
             data = Path(uri).read_bytes()
             if hashlib.sha256(data).hexdigest() != checksum:
@@ -195,6 +198,7 @@ def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
             {"uri": uri, "run_id": scope.run_id, "parsed": msgspec.json.encode(parsed).decode()},
         )
         report.documents += 1
+        report_progress("parsed", uri)
         report.add("characters", sum(len(b.text) for b in parsed.blocks))
         report.add("tables", sum(b.kind == "table" for b in parsed.blocks))
     return report
@@ -231,6 +235,7 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
             {"uri": uri, "run_id": scope.run_id, "chunks": msgspec.json.encode(rows).decode()},
         )
         report.documents += 1
+        report_progress("chunked", uri, len(rows))
         report.add("chunks", len(rows))
         report.add("views", sum(len(row["views"]) for row in rows))
         report.add("tokens", sum(c.token_count for c in chunks))
@@ -253,6 +258,7 @@ def embed_chunks(
     report = StageReport()
     params = {**_params(scope), "model": embedder.name}
     todo = conn.execute(query("texts_to_embed"), params).fetchall()
+    report_progress("to_embed", count=len(todo))
     embed_s = 0.0
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
@@ -260,6 +266,7 @@ def embed_chunks(
         vectors = np.asarray(embedder.embed_documents([text for _, text in batch]), np.float32)
         embed_s += time.monotonic() - t0
         cache_embeddings(conn, embedder.name, [sha for sha, _ in batch], vectors)
+        report_progress("embedded", count=len(batch))
     staged = conn.execute(query("mark_embedded"), _params(scope)).rowcount
     report.documents = staged
     report.add("embedded", len(todo))
@@ -313,6 +320,7 @@ def index_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         if inserted is None:
             continue
         report.documents += 1
+        report_progress("indexed", uri)
         report.add("chunks", inserted)
     return report
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
 import psycopg
 from msgspec import UNSET, UnsetType
 
+from kb_core.progress import report as report_progress
 from kb_core.queries import query
 from kb_search.answerers.judge import FaithfulnessJudge
 from kb_search.asking import Asker, AskResult, missing_evidence
@@ -517,16 +518,17 @@ def run_question_set(
     prepared = [searcher.prepare(q.question) for q in questions]  # one embedding per question
     fetch = max(k, _DEPTH)  # MRR@10 and nDCG@10 need ten hits whatever k is
     report = EvalReport(questions=len(questions), k=k, modes={}, curves={})
+    report_progress("questions", count=len(questions) * (len(modes) + (asker is not None)))
     for mode in modes:
         results = [searcher.search(conn, p, groups_of(q), fetch, mode)[0].hits
-                   for q, p in zip(questions, prepared, strict=True)]
+                   for q, p in _counted(zip(questions, prepared, strict=True))]
         hits = [[h.source_uri for h in found] for found in results]
         contents = [[h.content for h in found] for found in results]
         report.modes[mode] = evaluate(questions, hits, k, contents)
         report.curves[mode] = recall_curve(questions, hits, contents=contents)
     if asker is not None:
         retrieved = [asker.retrieve(conn, q.question, groups_of(q), p)
-                     for q, p in zip(questions, prepared, strict=True)]
+                     for q, p in _counted(zip(questions, prepared, strict=True))]
         answers = [asker.answer(r, q.question, "eval")
                    for q, r in zip(questions, retrieved, strict=True)]
         report.refusal_curve = refusal_curve(
@@ -543,6 +545,13 @@ def run_question_set(
                 report.answers, judge=scored.judge, judged=scored.judged,
                 judged_faithfulness=scored.judged_faithfulness)
     return report
+
+
+def _counted(items: Iterable[tuple]) -> Iterator[tuple]:
+    """`items`, reporting each as a question put once the caller is done with it."""
+    for item in items:
+        yield item
+        report_progress("question")
 
 
 def judge_answers(judge: FaithfulnessJudge, questions: list[EvalQuestion],
