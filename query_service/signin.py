@@ -40,6 +40,12 @@ async def _signed_in(request: Request, state: State, caller: Caller, name: str,
                     cookies=[store.cookie(session_id), _browser_cookie(store, "", 0)])
 
 
+def _limit_by_address(request: Request, state: State) -> None:
+    """Sign-in requests come before any identity, and each writes a row: bound them by the
+    client's address, with the callers' limits (KB_RATE_LIMIT_*)."""
+    state.rate_limiter.check(f"address:{request.client.host if request.client else '?'}")
+
+
 class SignInController(Controller):
     path = "/auth"
     include_in_schema = False
@@ -47,6 +53,7 @@ class SignInController(Controller):
     @get("/login", operation_id="sign_in")
     async def login(self, request: Request, state: State, return_to: str = "/") -> Redirect:
         """Send the browser to the company's provider (or sign the development user in)."""
+        _limit_by_address(request, state)
         if not is_relative_target(return_to):
             raise ServiceError("return_to must be a path on this site", code="invalid_return_to")
         if state.dev_user is not None:
@@ -68,6 +75,7 @@ class SignInController(Controller):
     async def callback(self, request: Request, state: State, code: str | None = None,
                        error: str | None = None) -> Redirect:
         """The provider's answer: a code for this browser's sign-in, or an error."""
+        _limit_by_address(request, state)
         # `state` is the protocol's name for it, and Litestar's for the application state.
         oidc_state = request.query_params.get("state")
         if state.oidc is None or not oidc_state:

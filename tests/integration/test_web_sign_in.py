@@ -287,3 +287,12 @@ def test_kb_serve_refuses_the_development_sign_in_on_a_non_loopback_address():
             capture_output=True, text=True, timeout=60)
         assert result.returncode == 2, result.stderr
         assert "refused" in result.stderr
+
+
+async def test_sign_in_requests_are_rate_limited_by_the_clients_address(settings, corpus,
+                                                                        provider):
+    app = web_app(settings, **oidc(provider), rate_limit_per_minute=1, rate_limit_burst=2)
+    async with AsyncTestClient(app=app, base_url=PUBLIC_URL) as client:
+        codes = [(await client.get("/auth/login", follow_redirects=False)).status_code
+                 for _ in range(3)]
+    assert codes == [303, 303, 429]
