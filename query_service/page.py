@@ -8,18 +8,20 @@ import html
 import string
 from pathlib import Path
 
-from litestar import Response, Router, get
+from litestar import Request, Response, Router, get
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
 from query_service.api import provide_session
+from query_service.errors import EXCEPTION_HANDLERS, ServiceError
 from query_service.sessions import WebSession
 
-__all__ = ["page", "static_files"]
+__all__ = ["page", "sign_in_refused", "static_files"]
 
 HERE = Path(__file__).parent
 _TEMPLATE = string.Template((HERE / "page.html").read_text(encoding="utf-8"))
+_REFUSED = string.Template((HERE / "sign_in_refused.html").read_text(encoding="utf-8"))
 
 # The page runs only its own script: no inline script, no other origin, no framing.
 PAGE_HEADERS = {
@@ -64,6 +66,17 @@ async def page(state: State, session: WebSession | None) -> Response[str]:
         sign_in_help=_sign_in_help(state),
     )
     return Response(body, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+
+def sign_in_refused(request: Request, exc: ServiceError) -> Response:
+    """A refused sign-in as a page for a browser (which asks for HTML), else the JSON error
+    body every other client gets."""
+    if exc.status_code != 400 or "text/html" not in request.headers.get("accept", ""):
+        return EXCEPTION_HANDLERS[ServiceError](request, exc)
+    body = _REFUSED.substitute(dev_banner=_dev_banner(request.app.state),
+                               detail=html.escape(exc.detail), code=html.escape(exc.code))
+    return Response(body, status_code=exc.status_code, media_type="text/html; charset=utf-8",
+                    headers=PAGE_HEADERS)
 
 
 def _nosniff(response: Response) -> Response:

@@ -15,6 +15,7 @@ from kb_core.callers import Caller
 from query_service.api import provide_caller
 from query_service.errors import ServiceError
 from query_service.oidc import ATTEMPT_VALID_S, SignInError, is_relative_target
+from query_service.page import sign_in_refused
 from query_service.sessions import SessionStore
 
 __all__ = ["SignInController"]
@@ -49,6 +50,7 @@ def _limit_by_address(request: Request, state: State) -> None:
 class SignInController(Controller):
     path = "/auth"
     include_in_schema = False
+    exception_handlers = {ServiceError: sign_in_refused}
 
     @get("/login", operation_id="sign_in")
     async def login(self, request: Request, state: State, return_to: str = "/") -> Redirect:

@@ -181,7 +181,10 @@ def test_the_browser_is_refused_forged_and_expired_sessions_missing_csrf_tokens_
     page.on("request", lambda r: answers.append(r.url) if "/auth/callback" in r.url else None)
     _sign_in(page, service)
     replay = page.goto(answers[0])
-    assert replay.status == 400 and "sign_in_failed" in page.content()
+    assert replay.status == 400
+    page.get_by_role("heading", name="サインインできませんでした").wait_for()
+    assert "unknown or already used sign-in state" in page.content()
+    _screenshot(page, "sign-in-refused")
 
     # A request made with the session cookie but without the CSRF token.
     page.goto(f"{service}/")
@@ -193,6 +196,7 @@ def test_the_browser_is_refused_forged_and_expired_sessions_missing_csrf_tokens_
     # A sign-in link that would send the browser to another site.
     refused = page.goto(f"{service}/auth/login?return_to=https://evil.example/")
     assert refused.status == 400 and "invalid_return_to" in page.content()
+    assert page.url.startswith(f"{service}/auth/login")
 
     # An expired session: the page says so and offers to sign in again.
     page.goto(f"{service}/")
