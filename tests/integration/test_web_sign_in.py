@@ -48,7 +48,8 @@ def oidc(provider: FakeOidcProvider, public_url: str = PUBLIC_URL) -> dict[str, 
 
 
 @pytest.fixture
-async def client(settings, corpus, provider) -> AsyncIterator[AsyncTestClient]:
+async def client(settings, provider) -> AsyncIterator[AsyncTestClient]:
+    """The app over an empty index (most of these tests need no documents)."""
     async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
                                base_url=PUBLIC_URL) as c:
         yield c
@@ -84,7 +85,7 @@ def csrf_of(page_html: str) -> str:
 
 
 async def test_sign_in_gives_a_session_with_the_groups_of_the_verified_id_token(
-    client, provider, settings
+    corpus, client, provider, settings
 ):
     provider.user = {"sub": "emp-7", "name": "佐藤 一郎", "groups": ["hr"]}
     response = await sign_in(client, provider, return_to="/?from=mail")
@@ -240,7 +241,7 @@ async def test_sign_out_ends_the_session_on_the_server(client, provider, setting
     assert (await client.get("/v1/recent-questions")).status_code == 401
 
 
-async def test_the_cookie_is_secure_where_the_public_url_is_https(settings, corpus, provider):
+async def test_the_cookie_is_secure_where_the_public_url_is_https(settings, provider):
     app = web_app(settings, **oidc(provider, "https://kb.example.co.jp"))
     async with AsyncTestClient(app=app, base_url="https://kb.example.co.jp") as client:
         request = await start_sign_in(client)
@@ -258,7 +259,7 @@ async def test_the_cookie_is_secure_where_the_public_url_is_https(settings, corp
     assert "Secure" in cookie and "HttpOnly" in cookie and "Path=/" in cookie
 
 
-async def test_without_sign_in_configured_the_page_says_how_to_configure_it(settings, corpus):
+async def test_without_sign_in_configured_the_page_says_how_to_configure_it(settings):
     async with AsyncTestClient(app=web_app(settings)) as client:
         page = await client.get("/")
         assert page.status_code == 200
@@ -268,7 +269,7 @@ async def test_without_sign_in_configured_the_page_says_how_to_configure_it(sett
         assert login.status_code == 400
 
 
-async def test_the_development_sign_in_is_labelled_on_the_page(settings, corpus):
+async def test_the_development_sign_in_is_labelled_on_the_page(settings):
     user = Caller(kind="dev", subject="開発ユーザー", groups=("all-employees",))
     async with AsyncTestClient(app=web_app(settings, dev_user=user)) as client:
         response = await client.get("/auth/login", follow_redirects=False)
@@ -289,8 +290,7 @@ def test_kb_serve_refuses_the_development_sign_in_on_a_non_loopback_address():
         assert "refused" in result.stderr
 
 
-async def test_sign_in_requests_are_rate_limited_by_the_clients_address(settings, corpus,
-                                                                        provider):
+async def test_sign_in_requests_are_rate_limited_by_the_clients_address(settings, provider):
     app = web_app(settings, **oidc(provider), rate_limit_per_minute=1, rate_limit_burst=2)
     async with AsyncTestClient(app=app, base_url=PUBLIC_URL) as client:
         codes = [(await client.get("/auth/login", follow_redirects=False)).status_code
