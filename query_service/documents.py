@@ -27,9 +27,13 @@ __all__ = ["DocumentsController"]
 
 T = TypeVar("T")
 
-# Ids are bigints in PostgreSQL: a larger number is a 400 here, not a database error.
-MAX_ID = 2**63 - 1
+# Ids are bigints in PostgreSQL, and JSON clients count exactly to 2^53: a larger number is a
+# 400 here, not a database error (the schema states the bound exactly, as a float would not).
+MAX_ID = 2**53
 Id = Annotated[int, Parameter(ge=1, le=MAX_ID)]
+# An absent query parameter, not a null one: Litestar's default `oneOf: [integer, null]` lets a
+# client (and schemathesis) think `?chunk_id=null` is a value.
+OPTIONAL_INTEGER = {"oneOf": None, "type": "integer"}
 
 # An original is never rendered by the browser: an HTML or SVG file served from this origin
 # could run script with the employee's session.
@@ -70,7 +74,8 @@ class DocumentsController(Controller):
 
     @get("/{document_id:int}", operation_id="document", responses=RESPONSES)
     async def document(self, document_id: Id, caller: Caller, state: State,
-                       chunk_id: Annotated[int | None, Parameter(ge=1, le=MAX_ID)] = None
+                       chunk_id: Annotated[int | None, Parameter(
+                           ge=1, le=MAX_ID, schema_extra=OPTIONAL_INTEGER)] = None
                        ) -> DocumentView:
         """A document the caller may read; with `chunk_id`, that passage and its neighbours."""
         view = await anyio.to_thread.run_sync(_read, state, document_view, document_id,
