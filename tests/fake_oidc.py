@@ -34,6 +34,7 @@ class FakeOidcProvider:
     user: dict[str, Any] = field(default_factory=lambda: {
         "sub": "emp-1001", "name": "山田 花子", "groups": ["all-employees"]})
     nonce_override: str | None = None  # an ID token carrying this nonce instead of the sent one
+    extra_audiences: list[str] = field(default_factory=list)  # ID tokens for other clients too
     key: Any = field(default_factory=lambda: rsa.generate_private_key(65537, 2048))
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, str]] = field(default_factory=list)
@@ -77,7 +78,9 @@ class FakeOidcProvider:
                 or form.get("redirect_uri") != grant["redirect_uri"]):
             return 400, {"error": "invalid_grant"}
         now = int(time.time())
-        claims = {**grant["user"], "iss": self.issuer, "aud": self.client_id, "iat": now,
+        audience = [self.client_id, *self.extra_audiences] if self.extra_audiences else \
+            self.client_id
+        claims = {**grant["user"], "iss": self.issuer, "aud": audience, "iat": now,
                   "exp": now + 300, "nonce": self.nonce_override or grant["nonce"]}
         id_token = jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": "fake-1"})
         return 200, {"access_token": secrets.token_urlsafe(16), "token_type": "Bearer",

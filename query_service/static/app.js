@@ -148,6 +148,7 @@ async function ask(question) {
         finish(data);
       }
     }
+    if (!current.queryId) status("回答を最後まで受け取れませんでした。もう一度お試しください。", true);
   } catch (error) {
     if (error.message !== "unauthorized") status("通信に失敗しました。もう一度お試しください。", true);
   } finally {

@@ -168,6 +168,14 @@ async def test_an_id_token_for_another_client_is_refused(client, provider):
     assert response.status_code == 400
 
 
+async def test_an_id_token_for_several_clients_must_name_this_one_as_its_party(client, provider):
+    provider.extra_audiences = ["another-app"]
+    refused = await sign_in(client, provider)
+    assert refused.status_code == 400 and "another party" in refused.json()["detail"]
+    provider.user = {**provider.user, "azp": CLIENT_ID}
+    assert (await sign_in(client, provider)).status_code == 303
+
+
 async def test_a_return_target_on_another_site_is_refused(client):
     for target in ("https://evil.example/", "//evil.example/", "/\\evil.example/",
                    "http:/evil.example", "javascript:alert(1)", "evil", "/\t/evil.example"):
