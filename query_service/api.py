@@ -98,8 +98,8 @@ def error_response(description: str) -> ResponseSpec:
 # Documented on every handler: Litestar's default 400 schema ({status_code, detail, extra}) is
 # not what errors.py sends, and clients need to know the 401/413/429/503 bodies too.
 ERROR_RESPONSES = {
-    400: error_response("Invalid request: malformed JSON, unknown, missing or out-of-range fields, "
-                "empty or too long text, unknown query id"),
+    400: error_response("Invalid request: malformed JSON, unknown, missing or out-of-range "
+                        "fields, empty or too long text, unknown query id"),
     401: error_response("Missing, unknown, revoked or expired credentials or session"),
     403: error_response("A request made with the page's session cookie lacks its CSRF token"),
     413: error_response("Request body larger than the limit (64 KiB)"),

@@ -41,9 +41,8 @@ class SignInError(Exception):
 
 
 class SignInAttempt(msgspec.Struct, frozen=True):
-    """What the browser is sent to the provider with; `browser` goes in its cookie."""
+    """Where the browser is sent at the provider; `browser` goes in its cookie."""
 
-    state: str
     browser: str
     url: str
 
@@ -123,7 +122,7 @@ class OidcProvider:
                   "code_challenge_method": "S256"}
         separator = "&" if "?" in metadata.authorization_endpoint else "?"
         url = metadata.authorization_endpoint + separator + urllib.parse.urlencode(params)
-        return SignInAttempt(state=state, browser=browser, url=url)
+        return SignInAttempt(browser=browser, url=url)
 
     async def finish(self, aconn: psycopg.AsyncConnection, state: str, code: str,
                      browser: str | None) -> tuple[Caller, str, str]:
