@@ -6,8 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up test install lint
 
+# The page's development sign-in (README, "The employee page"): everyone who opens
+# http://127.0.0.1:8000/ on this machine is DEV_USER with DEV_GROUPS.
+DEV_USER ?= 開発ユーザー
+DEV_GROUPS ?= all-employees
+
 up: install
-	$(VENV)/bin/kb up
+	$(VENV)/bin/kb up --dev-user $(DEV_USER) --groups $(DEV_GROUPS)
 
 test: install
 	$(VENV)/bin/ruff check .

@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
                   json=False)
     up.add_argument("--dagster-port", type=int, default=3000)
     up.add_argument("--port", type=int, default=8000)
+    _dev_user_arguments(up)
 
     db = _command(sub, "db", "db:run", "the embedded PostgreSQL server",
                   ("kb db start", "kb db status --json"))
@@ -138,7 +139,16 @@ def _parser() -> argparse.ArgumentParser:
                      ("kb serve", "kb serve --port 8080"), json=False)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+    _dev_user_arguments(serve)
     return parser
+
+
+def _dev_user_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dev-user", metavar="NAME", default=None,
+                        help="development sign-in: the page signs everyone in as NAME "
+                             "(loopback addresses only; labelled on every page)")
+    parser.add_argument("--groups", type=groups, default=None,
+                        help="the development user's groups, e.g. all-employees")
 
 
 def main(argv: list[str] | None = None) -> int:

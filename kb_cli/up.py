@@ -63,9 +63,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                      "when it stops", settings.home / "pgdata", running)
         env = settings.environment()  # the children read the settings resolved here
         _fail_runs_left_started(settings)
-        logs = {name: settings.log_dir / f"{name}.log" for name in _commands(ports)}
+        # The development sign-in, if asked for, goes to the query service as given.
+        serve_options = (["--dev-user", args.dev_user, "--groups", ",".join(args.groups or ())]
+                         if args.dev_user else [])
+        commands = _commands(ports, serve_options)
+        logs = {name: settings.log_dir / f"{name}.log" for name in commands}
         errors = ErrorLines(logs)
-        for name, command in _commands(ports).items():
+        for name, command in commands.items():
             if signals.count:
                 break
             # Their output (Dagster's event logs at DEBUG among it) goes to files, not here.
@@ -98,14 +102,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         log.info("stopped in %.1f s", time.monotonic() - stopping)
 
 
-def _commands(ports: Mapping[str, int]) -> dict[str, list[str]]:
+def _commands(ports: Mapping[str, int], serve_options: list[str]) -> dict[str, list[str]]:
     workspace = str(REPO_ROOT / "workspace.yaml")
     return {
         "dagster-webserver": [_bin("dagster-webserver"), "-h", "127.0.0.1",
                               "-p", str(ports["--dagster-port"]), "-w", workspace],
         "dagster-daemon": [_bin("dagster-daemon"), "run", "-w", workspace],
         "query-service": [_bin("kb"), "serve", "--host", "127.0.0.1",
-                          "--port", str(ports["--port"])],
+                          "--port", str(ports["--port"]), *serve_options],
     }
 
 

@@ -1,4 +1,5 @@
-"""Who asks: a caller verified by a door (an API token, an employee's JWT, the shell's user)."""
+"""Who asks: a caller verified by a door (an API token, an employee's JWT or page session, the
+shell's user, the development sign-in of `kb serve --dev-user`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ __all__ = ["Caller"]
 
 
 class Caller(msgspec.Struct, frozen=True):
-    """A verified caller: an app (its token's name), an employee (the JWT's `sub`) or the
-    user running `kb ask`. Its groups decide what it may read."""
+    """A verified caller: an app (its token's name), an employee (the JWT's or ID token's
+    `sub`), the user running `kb ask`, or the development sign-in's user. Its groups decide
+    what it may read."""
 
-    kind: Literal["token", "jwt", "cli"]
+    kind: Literal["token", "jwt", "cli", "dev"]
     subject: str
     groups: tuple[str, ...]

@@ -82,11 +82,27 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_RERANK_TIMEOUT_S", "5 (cohere), 15 (llm)", "seconds a rerank may take"),
     Variable("KB_COHERE_RERANK_MODEL", "`rerank-v3.5`", "the Cohere rerank model"),
     Variable("KB_JWT_ISSUER", "unset",
-             "employee sign-in with the company's OIDC provider: the tokens' issuer"),
-    Variable("KB_JWT_AUDIENCE", "unset", "their audience (required with `KB_JWT_ISSUER`)"),
+             "employee sign-in with the company's OIDC provider: the tokens' issuer, whose "
+             "`/.well-known/openid-configuration` the page's sign-in reads"),
+    Variable("KB_JWT_AUDIENCE", "`KB_OIDC_CLIENT_ID`",
+             "the audience of JWTs sent as bearer tokens (required with `KB_JWT_ISSUER` unless "
+             "`KB_OIDC_CLIENT_ID` is set)"),
     Variable("KB_JWT_JWKS", "unset",
              "the provider's signing keys, a JWKS file or URL (required with `KB_JWT_ISSUER`)"),
     Variable("KB_JWT_GROUPS_CLAIM", "`groups`", "the claim that holds an employee's groups"),
+    Variable("KB_OIDC_CLIENT_ID", "unset",
+             "the page's sign-in: this service's client id at the provider (the ID tokens' "
+             "audience); needs `KB_JWT_ISSUER`, `KB_JWT_JWKS` and `KB_PUBLIC_URL`"),
+    Variable("KB_OIDC_CLIENT_SECRET", "unset",
+             "its client secret, for a confidential client (PKCE is used either way)"),
+    Variable("KB_PUBLIC_URL", "unset",
+             "the address employees open, e.g. `https://kb.example.co.jp`: the sign-in's "
+             "redirect URI is `<it>/auth/callback`, and cookies are `Secure` when it is https"),
+    Variable("KB_SESSION_IDLE_MINUTES", "60", "a page session unused this long ends"),
+    Variable("KB_SESSION_MAX_HOURS", "12", "a page session ends this long after sign-in"),
+    Variable("KB_DOCUMENT_DOWNLOADS", "`off`",
+             "`on` lets callers download a cited document's original file (as an attachment, "
+             "only while it still has the indexed SHA-256)"),
     Variable("KB_RATE_LIMIT_PER_MINUTE", "120", "requests a minute per caller; 0 turns it off"),
     Variable("KB_RATE_LIMIT_BURST", "20", "requests a caller may make at once"),
     Variable("KB_MAX_QUESTION_CHARS", "2000", "longer questions are refused with 400"),
@@ -262,6 +278,12 @@ class ServiceSettings:
     jwt_audience: str = ""
     jwt_jwks: str = ""  # a JWKS file path or an http(s) URL
     jwt_groups_claim: str = "groups"
+    oidc_client_id: str = ""  # the page's sign-in is on where it is set
+    oidc_client_secret: str = field(default="", repr=False)
+    public_url: str = ""
+    session_idle_s: int = 60 * 60
+    session_max_s: int = 12 * 3600
+    document_downloads: bool = False
     rate_limit_per_minute: int = 120
     rate_limit_burst: int = 20
     max_question_chars: int = 2000
@@ -274,14 +296,35 @@ class ServiceSettings:
             return int(env.number(name, default, whole=True))
 
         issuer = env.text("KB_JWT_ISSUER")
-        missing = [k for k in ("KB_JWT_AUDIENCE", "KB_JWT_JWKS") if not env.text(k)]
+        client_id = env.text("KB_OIDC_CLIENT_ID")
+        # One provider for both doors: a bearer JWT and the page's ID token are verified with
+        # the same issuer, keys and groups claim; only their audiences may differ.
+        audience = env.text("KB_JWT_AUDIENCE", client_id)
+        missing = [k for k, v in (("KB_JWT_AUDIENCE", audience), ("KB_JWT_JWKS",
+                                                                    env.text("KB_JWT_JWKS")))
+                   if not v]
         if issuer and missing:
             raise ValueError(f"KB_JWT_ISSUER is set but {', '.join(missing)} is not")
+        public_url = env.text("KB_PUBLIC_URL").rstrip("/")
+        if client_id and not (issuer and public_url):
+            raise ValueError("KB_OIDC_CLIENT_ID needs KB_JWT_ISSUER, KB_JWT_JWKS and "
+                             "KB_PUBLIC_URL")
+        if public_url and not public_url.startswith(("https://", "http://")):
+            raise ValueError(f"KB_PUBLIC_URL must be an http(s) URL: {public_url!r}")
+        downloads = env.text("KB_DOCUMENT_DOWNLOADS", "off").lower()
+        if downloads not in ("on", "off"):
+            raise ValueError(f"KB_DOCUMENT_DOWNLOADS must be on or off: {downloads!r}")
         return cls(
             jwt_issuer=issuer,
-            jwt_audience=env.text("KB_JWT_AUDIENCE"),
+            jwt_audience=audience,
             jwt_jwks=env.text("KB_JWT_JWKS"),
             jwt_groups_claim=env.text("KB_JWT_GROUPS_CLAIM", cls.jwt_groups_claim),
+            oidc_client_id=client_id,
+            oidc_client_secret=env.text("KB_OIDC_CLIENT_SECRET"),
+            public_url=public_url,
+            session_idle_s=int(60 * env.number("KB_SESSION_IDLE_MINUTES", 60, positive=True)),
+            session_max_s=int(3600 * env.number("KB_SESSION_MAX_HOURS", 12, positive=True)),
+            document_downloads=downloads == "on",
             rate_limit_per_minute=whole("KB_RATE_LIMIT_PER_MINUTE", cls.rate_limit_per_minute),
             rate_limit_burst=whole("KB_RATE_LIMIT_BURST", cls.rate_limit_burst),
             max_question_chars=whole("KB_MAX_QUESTION_CHARS", cls.max_question_chars),

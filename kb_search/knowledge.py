@@ -140,3 +140,12 @@ class KnowledgeService:
     def purge_log(self, days: int) -> int:
         with self.pool.connection() as conn:
             return conn.execute(query("purge_query_log"), {"days": days}).rowcount
+
+    def recent_questions(self, caller: Caller, limit: int = 10) -> list[str]:
+        """The caller's own latest distinct questions, newest first (the query log's, so
+        they go with its retention)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(query("recent_questions"), {
+                "caller_kind": caller.kind, "caller_subject": caller.subject,
+                "limit": limit}).fetchall()
+        return [question for (question,) in rows]

@@ -3,6 +3,7 @@ caller; the caller's groups come from its credentials alone, never from the requ
 
 from __future__ import annotations
 
+import hmac
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -10,10 +11,10 @@ from typing import Annotated, Literal, TypeVar
 
 import anyio
 import msgspec
-from litestar import Controller, Request, post
+from litestar import Controller, Request, get, post
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.exceptions import NotAuthorizedException
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType, Operation, Schema
 from litestar.params import Body
@@ -25,8 +26,17 @@ from kb_search.knowledge import KnowledgeService, public
 from kb_search.search import SearchResult
 from query_service.errors import ServiceError
 from query_service.identity import IdentityError, identify
+from query_service.sessions import CSRF_HEADER, WebSession
 
-__all__ = ["BEARER", "ErrorBody", "KnowledgeController", "provide_caller"]
+__all__ = [
+    "BEARER",
+    "ERROR_RESPONSES",
+    "ErrorBody",
+    "KnowledgeController",
+    "error_response",
+    "provide_caller",
+    "provide_session",
+]
 
 BEARER = "bearerToken"  # the OpenAPI security scheme: an API token or an employee's JWT
 
@@ -69,6 +79,10 @@ class FeedbackReceipt(msgspec.Struct):
     ok: bool
 
 
+class RecentQuestions(msgspec.Struct):
+    questions: list[str]
+
+
 class ErrorBody(msgspec.Struct):
     """Every error response: a stable code and a sentence for people (errors.py)."""
 
@@ -76,7 +90,7 @@ class ErrorBody(msgspec.Struct):
     detail: str
 
 
-def _error(description: str) -> ResponseSpec:
+def error_response(description: str) -> ResponseSpec:
     return ResponseSpec(data_container=ErrorBody, description=description,
                         generate_examples=False)
 
@@ -84,12 +98,13 @@ def _error(description: str) -> ResponseSpec:
 # Documented on every handler: Litestar's default 400 schema ({status_code, detail, extra}) is
 # not what errors.py sends, and clients need to know the 401/413/429/503 bodies too.
 ERROR_RESPONSES = {
-    400: _error("Invalid request: malformed JSON, unknown, missing or out-of-range fields, "
-                "empty or too long text, unknown query id"),
-    401: _error("Missing, unknown, revoked or expired credentials"),
-    413: _error("Request body larger than the limit (64 KiB)"),
-    429: _error("Too many requests from this caller; retry after Retry-After seconds"),
-    503: _error("The database is unreachable; retry shortly"),
+    400: error_response("Invalid request: malformed JSON, unknown, missing or out-of-range "
+                        "fields, empty or too long text, unknown query id"),
+    401: error_response("Missing, unknown, revoked or expired credentials or session"),
+    403: error_response("A request made with the page's session cookie lacks its CSRF token"),
+    413: error_response("Request body larger than the limit (64 KiB)"),
+    429: error_response("Too many requests from this caller; retry after Retry-After seconds"),
+    503: error_response("The database is unreachable; retry shortly"),
 }
 
 
@@ -113,17 +128,44 @@ class AskOperation(Operation):
 
 
 async def provide_caller(request: Request, state: State) -> Caller:
-    """The verified caller of this request, rate-limited by its identity."""
+    """The verified caller of this request, rate-limited by its identity: from the
+    Authorization header, or else from the page's session cookie, in which case a request that
+    changes anything must also carry the session's CSRF token."""
+    authorization = request.headers.get("authorization")
+    session_id = request.cookies.get(state.sessions.cookie_name)
     try:
         # The first database work of every request: while the database is known to be down,
         # wait briefly, so the outage is answered with a prompt 503 (errors.DatabaseHealth).
         async with state.identity_pool.connection(timeout=state.database.wait_s) as aconn:
             state.database.answered()
-            caller = await identify(request.headers.get("authorization"), aconn, state.jwt)
+            if authorization is None and session_id:
+                caller = _checked_session(request, await state.sessions.find(aconn, session_id))
+            else:
+                caller = await identify(authorization, aconn, state.jwt)
     except IdentityError as exc:
         raise NotAuthorizedException(detail=exc.reason) from None
     state.rate_limiter.check(f"{caller.kind}:{caller.subject}")
     return caller
+
+
+async def provide_session(request: Request, state: State) -> WebSession | None:
+    """The page's session of this browser, if it has a live one."""
+    session_id = request.cookies.get(state.sessions.cookie_name)
+    if not session_id:
+        return None
+    async with state.identity_pool.connection(timeout=state.database.wait_s) as aconn:
+        return await state.sessions.find(aconn, session_id)
+
+
+def _checked_session(request: Request, session: WebSession | None) -> Caller:
+    if session is None:
+        raise IdentityError("session expired or unknown; sign in again")
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
+        # A cookie rides along with any site's form or fetch; the token only with our page's.
+        sent = request.headers.get(CSRF_HEADER, "")
+        if not hmac.compare_digest(sent.encode(), session.csrf_token.encode()):
+            raise PermissionDeniedException(detail="missing or wrong CSRF token")
+    return session.caller
 
 
 def _checked(text: str, state: State, field: str) -> str:
@@ -183,6 +225,12 @@ class KnowledgeController(Controller):
             raise ServiceError("no such query for this caller", code="unknown_query")
         return FeedbackReceipt(ok=True)
 
+    @get("/recent-questions", operation_id="recent_questions", responses=ERROR_RESPONSES)
+    async def recent_questions(self, caller: Caller, state: State) -> RecentQuestions:
+        """The caller's own latest questions (their text only), newest first."""
+        service: KnowledgeService = state.service
+        return RecentQuestions(await anyio.to_thread.run_sync(service.recent_questions, caller))
+
 
 async def _exact(request: Request, struct: type[S]) -> S:
     """The body read with the types the schema states. Litestar converts bodies in lax mode,
@@ -207,8 +255,11 @@ async def _answer_events(service: KnowledgeService, caller: Caller,
                          question: str) -> AsyncIterator[ServerSentEventMessage]:
     """`citations` (the passages offered), `delta` text events, then `done` with the result."""
     query_id, prepared = await anyio.to_thread.run_sync(service.prepare_stream, caller, question)
+    # document_id: where the page's citation card opens the source (GET /v1/documents/{id}).
+    documents = {h.chunk_id: h.document_id for h in prepared.search.hits}
     offered = [{"n": p.n, "path": p.path, "title": p.title, "heading": p.heading,
-                "page": p.page, "chunk_id": p.chunk_id} for p in prepared.passages]
+                "page": p.page, "chunk_id": p.chunk_id, "document_id": documents[p.chunk_id]}
+               for p in prepared.passages]
     yield ServerSentEventMessage(event="citations", data=_json({"passages": offered}))
     stream = service.stream(prepared, question)
     deltas = iter(stream)

@@ -19,6 +19,7 @@ from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from kb_core.callers import Caller
 from kb_core.embeddings import UnknownEmbedderError
 from kb_core.index_model import recorded_model_async
 from kb_core.settings import Settings
@@ -26,9 +27,14 @@ from kb_search.engine import build_engine
 from kb_search.knowledge import KnowledgeService
 from kb_search.search import pooled_search_connection
 from query_service.api import BEARER, KnowledgeController
+from query_service.documents import DocumentsController
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
+from query_service.oidc import OidcProvider
+from query_service.page import page, static_files
+from query_service.sessions import SessionStore
+from query_service.signin import SignInController
 
 __all__ = ["create_app"]
 
@@ -88,13 +94,17 @@ async def _purge_periodically(service: KnowledgeService, days: int) -> None:
         await asyncio.sleep(24 * 3600)
 
 
-def create_app(settings: Settings) -> Litestar:
+def create_app(settings: Settings, dev_user: Caller | None = None) -> Litestar:
     """The app for `settings`, whose database URL is resolved; its pools open in the lifespan
-    and close in `finally`."""
+    and close in `finally`. `dev_user` turns on the development sign-in, which signs anyone
+    who opens the page in as that user (`kb serve --dev-user` allows it on loopback only)."""
     url = settings.database_url
     if not url:
         raise ValueError("the query service needs a database URL")
     service = settings.service
+    if dev_user is not None:
+        log.warning("development sign-in: whoever opens the page is %r with groups %s",
+                    dev_user.subject, ", ".join(dev_user.groups))
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -119,6 +129,10 @@ def create_app(settings: Settings) -> Litestar:
         state.service = KnowledgeService(search_pool, build_engine(settings))
         jwt = JwtSettings.from_settings(service)
         state.jwt = JwtVerifier(jwt) if jwt else None
+        state.dev_user = dev_user
+        state.oidc = None if dev_user else OidcProvider.from_settings(service, state.jwt)
+        state.sessions = SessionStore.from_settings(service)
+        state.document_downloads = service.document_downloads
         state.rate_limiter = RateLimiter.from_settings(service)
         state.max_question_chars = service.max_question_chars
         purge = asyncio.create_task(
@@ -133,7 +147,8 @@ def create_app(settings: Settings) -> Litestar:
             await state.identity_pool.close()
 
     return Litestar(
-        route_handlers=[healthz, readyz, KnowledgeController],
+        route_handlers=[healthz, readyz, KnowledgeController, DocumentsController,
+                        SignInController, page, static_files],
         lifespan=[lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
         after_request=json_not_found,

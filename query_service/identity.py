@@ -9,6 +9,7 @@ error message carries one.
 from __future__ import annotations
 
 import builtins
+import hmac
 import json
 import logging
 import re
@@ -160,15 +161,38 @@ class JwtVerifier:
         """The employee this JWT names, with its groups; IdentityError when it does not verify.
         May block on a JWKS fetch: from async code use `verify_async`."""
         alg, kid = self._header(token)
-        return self._decode(token, alg, self._key_or_fetch(kid))
+        return self._caller(self._decode(token, alg, self._key_or_fetch(kid),
+                                         self.settings.audience))
 
     async def verify_async(self, token: str) -> Caller:
         """`verify`, with any JWKS fetch moved off the event loop."""
+        return self._caller(await self._claims_async(token, self.settings.audience))
+
+    async def verify_id_token_async(self, token: str, client_id: str,
+                                    nonce: str) -> tuple[Caller, str]:
+        """The employee an OpenID Connect ID token names, and a name to show: verified as a
+        bearer JWT is (keys, issuer, expiry, groups claim), but addressed to this service's
+        client id and carrying the nonce of the sign-in it answers."""
+        claims = await self._claims_async(token, client_id)
+        # A token for several audiences must name this client as the party it was issued to
+        # (OpenID Connect Core 3.1.3.7).
+        audiences = claims["aud"] if isinstance(claims["aud"], builtins.list) else [claims["aud"]]
+        if len(audiences) > 1 and claims.get("azp") != client_id:
+            raise IdentityError("token issued to another party")
+        sent = claims.get("nonce")
+        if not isinstance(sent, str) or not hmac.compare_digest(sent, nonce):
+            raise IdentityError("nonce does not match the sign-in")
+        caller = self._caller(claims)
+        name = next((claims[k] for k in ("name", "preferred_username", "email")
+                     if isinstance(claims.get(k), str) and claims[k].strip()), caller.subject)
+        return caller, name
+
+    async def _claims_async(self, token: str, audience: str) -> dict[str, Any]:
         alg, kid = self._header(token)
         key = self._cached_key(kid)
         if key is None:
             key = await anyio.to_thread.run_sync(self._key_or_fetch, kid)
-        return self._decode(token, alg, key)
+        return self._decode(token, alg, key, audience)
 
     def _header(self, token: str) -> tuple[str, str | None]:
         if len(token) > MAX_CREDENTIAL_CHARS:
@@ -227,13 +251,13 @@ class JwtVerifier:
         response.raise_for_status()
         return response.json()
 
-    def _decode(self, token: str, alg: str, key: _SigningKey) -> Caller:
+    def _decode(self, token: str, alg: str, key: _SigningKey, audience: str) -> dict[str, Any]:
         if not key.fits(alg):
             raise IdentityError("algorithm does not match the signing key")
         s = self.settings
         try:
-            claims = jwt.decode(
-                token, key=key.public_key, algorithms=[alg], audience=s.audience,
+            return jwt.decode(
+                token, key=key.public_key, algorithms=[alg], audience=audience,
                 issuer=s.issuer, leeway=s.leeway_s,
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
@@ -242,6 +266,9 @@ class JwtVerifier:
         except jwt.PyJWTError as exc:
             reason = next(r for kind, r in _JWT_ERRORS if isinstance(exc, kind))
             raise IdentityError(reason) from None
+
+    def _caller(self, claims: Mapping[str, Any]) -> Caller:
+        s = self.settings
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise IdentityError("token has no subject")

@@ -14,6 +14,7 @@ from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
 from kb_pipeline.in_process import ingest_paths
+from kb_search.documents import document_view, original_file
 from kb_search.search import MODES, Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
 from tests import configured
@@ -146,10 +147,13 @@ _QUESTIONS = st.sampled_from([
     caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
+    opened=st.tuples(st.integers(0, len(CORPUS) - 1), st.integers(0, 10**6)),
 )
-def test_no_hit_ever_comes_from_a_document_outside_the_callers_groups(
-    corpus, conn, searcher, assignment, caller, question, mode
+def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
+    corpus, conn, searcher, assignment, caller, question, mode, opened
 ):
+    """Search, and opening a source (a document's view, a passage with its neighbours, the
+    original file), after every re-permission."""
     uris = [str(corpus / rel) for rel in sorted(CORPUS)]
     for uri, groups in zip(uris, assignment, strict=True):
         conn.execute(query("regroup_document"),
@@ -159,6 +163,20 @@ def test_no_hit_ever_comes_from_a_document_outside_the_callers_groups(
     result, _ = searcher.search(conn, searcher.prepare(question, mode), sorted(caller), 20, mode)
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
+
+    documents = dict(conn.execute("SELECT source_uri, id FROM documents").fetchall())
+    for uri in uris:
+        view = document_view(conn, documents[uri], sorted(caller))
+        assert (view is not None) == bool(allowed[uri] & caller), (uri, caller)
+    # A passage asked for under a document, its own or another's.
+    chunks = conn.execute("SELECT c.id, d.source_uri FROM chunks c "
+                          "JOIN documents d ON d.id = c.document_id ORDER BY c.id").fetchall()
+    chunk_id, owner = chunks[opened[1] % len(chunks)]
+    uri = uris[opened[0]]
+    view = document_view(conn, documents[uri], sorted(caller), chunk_id)
+    assert (view is not None) == (uri == owner and bool(allowed[uri] & caller))
+    assert (original_file(conn, documents[uri], sorted(caller)) is not None) == bool(
+        allowed[uri] & caller)
 
 
 def test_reranker_reorders_the_fused_hits(corpus, conn, monkeypatch):

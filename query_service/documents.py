@@ -1,0 +1,106 @@
+"""Opening a cited source over HTTP: a document's metadata and a passage with its neighbours,
+and, where the operator allows it (KB_DOCUMENT_DOWNLOADS), the original file. Filtered by the
+caller's groups in SQL like search; outside them a document is a 404, exactly as one that does
+not exist."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable
+from typing import Annotated, TypeVar
+
+import anyio
+import msgspec
+from litestar import Controller, get
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.exceptions import NotFoundException
+from litestar.params import Parameter
+from litestar.response import Response
+
+from kb_core.callers import Caller
+from kb_search.documents import ChangedOriginalError, DocumentView, document_view, original_file
+from query_service.api import BEARER, ERROR_RESPONSES, error_response, provide_caller
+from query_service.errors import ServiceError
+
+__all__ = ["DocumentsController"]
+
+T = TypeVar("T")
+
+# Ids are bigints in PostgreSQL, and JSON clients count exactly to 2^53: a larger number is a
+# 400 here, not a database error (the schema states the bound exactly, as a float would not).
+MAX_ID = 2**53
+Id = Annotated[int, Parameter(ge=1, le=MAX_ID)]
+# An absent query parameter, not a null one: Litestar's default `oneOf: [integer, null]` lets a
+# client (and schemathesis) think `?chunk_id=null` is a value.
+OPTIONAL_INTEGER = {"oneOf": None, "type": "integer"}
+
+# An original is never rendered by the browser: an HTML or SVG file served from this origin
+# could run script with the employee's session.
+ATTACHMENT_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+    "Cache-Control": "private, no-store",
+}
+
+
+class DocumentChangedError(ServiceError):
+    status_code = 409
+    code = "document_changed"
+
+
+RESPONSES = ERROR_RESPONSES | {
+    404: error_response("No such document or passage among those the caller may read"),
+}
+
+
+def _attachment(filename: str) -> str:
+    # RFC 6266 / 5987: an ASCII fallback and the UTF-8 name (日本語のファイル名).
+    fallback = filename.encode("ascii", "replace").decode().replace('"', "_") or "document"
+    return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{urllib.parse.quote(filename)}'
+
+
+def _read(state: State, read: Callable[..., T], *args: object) -> T:
+    """`read(connection, *args)` on a connection of the search pool, in a worker thread."""
+    with state.service.pool.connection() as conn:
+        return read(conn, *args)
+
+
+class DocumentsController(Controller):
+    path = "/v1/documents"
+    tags = ["documents"]
+    dependencies = {"caller": Provide(provide_caller)}
+    security = [{BEARER: []}]
+
+    @get("/{document_id:int}", operation_id="document", responses=RESPONSES)
+    async def document(self, document_id: Id, caller: Caller, state: State,
+                       chunk_id: Annotated[int | None, Parameter(
+                           ge=1, le=MAX_ID, schema_extra=OPTIONAL_INTEGER)] = None
+                       ) -> DocumentView:
+        """A document the caller may read; with `chunk_id`, that passage and its neighbours."""
+        view = await anyio.to_thread.run_sync(_read, state, document_view, document_id,
+                                              list(caller.groups), chunk_id)
+        if view is None:
+            raise NotFoundException("no such document")
+        if state.document_downloads:
+            view = msgspec.structs.replace(view,
+                                           original_url=f"/v1/documents/{document_id}/original")
+        return view
+
+    @get("/{document_id:int}/original", operation_id="document_original",
+         responses=RESPONSES | {409: error_response("The file has changed since it was indexed")},
+         media_type="application/octet-stream")
+    async def original(self, document_id: Id, caller: Caller, state: State) -> Response[bytes]:
+        """The original file, as an attachment, where the operator allows downloads."""
+        if not state.document_downloads:
+            raise NotFoundException("downloading originals is turned off")
+        try:
+            original = await anyio.to_thread.run_sync(_read, state, original_file, document_id,
+                                                      list(caller.groups))
+        except ChangedOriginalError as exc:
+            raise DocumentChangedError(str(exc)) from None
+        if original is None:
+            raise NotFoundException("no such document")
+        return Response(original.content, media_type="application/octet-stream",
+                        headers={**ATTACHMENT_HEADERS,
+                                 "Content-Disposition": _attachment(original.filename)})

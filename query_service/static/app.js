@@ -1,0 +1,269 @@
+// The employee page: asks through POST /v1/ask with stream: true, read with fetch (the
+// question never travels in a URL, which would land in logs), and shows the answer with its
+// citations. Untrusted text (answers, passages, paths) only ever enters the page as text.
+"use strict";
+
+const csrf = document.querySelector('meta[name="csrf-token"]').content;
+const $ = (id) => document.getElementById(id);
+let current = null; // {queryId, passages: Map n -> passage}
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child);
+  }
+  return node;
+}
+
+async function api(path, options = {}) {
+  const headers = { "X-CSRF-Token": csrf, ...(options.headers || {}) };
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    ...options, headers, credentials: "same-origin",
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  if (response.status === 401) {
+    status("セッションの有効期限が切れました。もう一度サインインしてください。", true);
+    setTimeout(() => { window.location.href = "/"; }, 1500);
+    throw new Error("unauthorized");
+  }
+  return response;
+}
+
+function status(text, isError = false) {
+  const node = $("status");
+  node.textContent = text;
+  node.classList.toggle("error", isError);
+}
+
+// Server-Sent Events from a fetch body: blocks separated by a blank line, each with an
+// `event:` line and `data:` lines.
+async function* serverEvents(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer = (buffer + decoder.decode(value, { stream: true })).replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield { event, data: JSON.parse(data.join("\n")) };
+    }
+  }
+}
+
+// The answer's text with each [n] a link to its citation card.
+function renderAnswer(text) {
+  const target = $("answer");
+  target.replaceChildren();
+  let last = 0;
+  for (const match of text.matchAll(/\[(\d+)\]/g)) {
+    target.append(text.slice(last, match.index));
+    const n = match[1];
+    if (current && current.passages.has(Number(n))) {
+      target.append(el("a", { href: `#cite-${n}`, class: "ref", textContent: `[${n}]` }));
+    } else {
+      target.append(match[0]);
+    }
+    last = match.index + match[0].length;
+  }
+  target.append(text.slice(last));
+}
+
+function whereIn(passage) {
+  return [passage.heading, passage.page].filter(Boolean).join(" ・ ");
+}
+
+function renderCitations(passages, quotes) {
+  const list = $("citations");
+  list.replaceChildren();
+  for (const p of passages) {
+    const open = el("a", {
+      href: `/v1/documents/${p.document_id}?chunk_id=${p.chunk_id}`,
+      class: "open", textContent: "原文を開く",
+    });
+    open.addEventListener("click", (event) => {
+      event.preventDefault();
+      openSource(p.document_id, p.chunk_id);
+    });
+    const quote = quotes ? quotes.get(p.n) : null;
+    list.append(el("li", { id: `cite-${p.n}`, class: "card" },
+      el("div", { class: "card-head" },
+        el("span", { class: "num", textContent: `[${p.n}]` }),
+        el("strong", { class: "title", textContent: p.title })),
+      el("div", { class: "path", textContent: p.path }),
+      whereIn(p) ? el("div", { class: "where", textContent: whereIn(p) }) : null,
+      quote ? el("blockquote", { textContent: quote }) : null,
+      open));
+  }
+  $("sources-title").hidden = passages.length === 0;
+}
+
+async function ask(question) {
+  current = { queryId: null, passages: new Map() };
+  $("result").hidden = false;
+  $("not-found").hidden = true;
+  $("warning").hidden = true;
+  $("feedback").hidden = true;
+  $("feedback-thanks").hidden = true;
+  $("feedback-comment").value = "";
+  $("feedback-send").disabled = true;
+  for (const vote of document.querySelectorAll(".vote")) vote.setAttribute("aria-pressed", "false");
+  $("answer").replaceChildren();
+  $("citations").replaceChildren();
+  $("sources-title").hidden = true;
+  $("ask-button").disabled = true;
+  status("検索しています…");
+  let text = "";
+  try {
+    const response = await api("/v1/ask", { method: "POST", body: { question, stream: true } });
+    if (!response.ok) {
+      const body = await response.json().catch(() => ({}));
+      status(`エラー：${body.detail || response.status}`, true);
+      return;
+    }
+    for await (const { event, data } of serverEvents(response)) {
+      if (event === "citations") {
+        for (const p of data.passages) current.passages.set(p.n, p);
+        renderCitations(data.passages, null);
+        status(data.passages.length ? "回答を作成しています…" : "");
+      } else if (event === "delta") {
+        text += data.text;
+        renderAnswer(text);
+      } else if (event === "done") {
+        finish(data);
+      }
+    }
+    if (!current.queryId) status("回答を最後まで受け取れませんでした。もう一度お試しください。", true);
+  } catch (error) {
+    if (error.message !== "unauthorized") status("通信に失敗しました。もう一度お試しください。", true);
+  } finally {
+    $("ask-button").disabled = false;
+    loadRecent();
+  }
+}
+
+function finish(result) {
+  current.queryId = result.query_id;
+  status("");
+  if (!result.found) {
+    $("answer").replaceChildren();
+    renderCitations([], null);
+    $("not-found").hidden = false;
+  } else {
+    const quotes = new Map(result.citations.map((c) => [c.n, c.quote]));
+    const cited = [...current.passages.values()].filter((p) => quotes.has(p.n));
+    renderAnswer(result.answer);
+    renderCitations(cited, quotes);
+    if (!result.verified) {
+      $("warning").textContent = "この回答の一部は出典で確認できませんでした。出典を必ず確認してください。";
+      $("warning").hidden = false;
+    }
+  }
+  $("feedback").hidden = false;
+}
+
+async function sendFeedback(helpful) {
+  if (!current || !current.queryId) return;
+  const comment = $("feedback-comment").value.trim();
+  const body = { query_id: current.queryId, helpful };
+  if (comment) body.comment = comment;
+  const response = await api("/v1/feedback", { method: "POST", body });
+  const thanks = $("feedback-thanks");
+  thanks.textContent = response.ok ? "フィードバックを送信しました。ありがとうございます。"
+                                   : "フィードバックを送信できませんでした。";
+  thanks.hidden = false;
+  if (response.ok) $("feedback-send").disabled = true;
+}
+
+async function openSource(documentId, chunkId) {
+  const response = await api(`/v1/documents/${documentId}?chunk_id=${chunkId}`);
+  const dialog = $("source");
+  if (!response.ok) {
+    status("この文書は表示できません（削除されたか、閲覧権限がありません）。", true);
+    return;
+  }
+  const doc = await response.json();
+  $("source-title").textContent = doc.title;
+  const revised = doc.revision_date ? ` ・ 改定日 ${doc.revision_date}` : "";
+  $("source-meta").textContent = `${doc.path}${revised}`;
+  const passages = $("source-passages");
+  passages.replaceChildren(...doc.passages.map((p) =>
+    el("section", { class: p.cited ? "passage cited" : "passage" },
+      el("div", { class: "where", textContent: whereIn(p) }),
+      el("p", { textContent: p.content }))));
+  const download = $("source-download");
+  download.hidden = !doc.original_url;
+  if (doc.original_url) download.href = doc.original_url;
+  dialog.showModal();
+  const cited = passages.querySelector(".cited");
+  if (cited) cited.scrollIntoView({ block: "center" });
+}
+
+async function loadRecent() {
+  const response = await api("/v1/recent-questions");
+  if (!response.ok) return;
+  const { questions } = await response.json();
+  const list = $("recent");
+  if (!questions.length) return;
+  list.replaceChildren(...questions.map((q) => {
+    const button = el("button", { type: "button", class: "link", textContent: q });
+    button.addEventListener("click", () => {
+      $("question").value = q;
+      ask(q);
+    });
+    return el("li", {}, button);
+  }));
+}
+
+function start() {
+  const signedIn = document.body.dataset.signedIn === "true";
+  $("signed-in").hidden = !signedIn;
+  $("who").hidden = !signedIn;
+  $("signed-out").hidden = signedIn;
+  $("sign-in").hidden = document.body.dataset.signInAvailable !== "true";
+  if (!signedIn) return;
+  $("ask-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const question = $("question").value.trim();
+    if (question) ask(question);
+  });
+  $("question").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      $("ask-form").requestSubmit();
+    }
+  });
+  // A vote is chosen first and sent with the comment, as one piece of feedback.
+  for (const button of document.querySelectorAll(".vote")) {
+    button.addEventListener("click", () => {
+      for (const other of document.querySelectorAll(".vote")) {
+        other.setAttribute("aria-pressed", String(other === button));
+      }
+      current.helpful = button.dataset.helpful === "true";
+      $("feedback-send").disabled = false;
+    });
+  }
+  $("feedback-send").addEventListener("click", () => sendFeedback(current.helpful));
+  $("sign-out").addEventListener("click", async () => {
+    await api("/auth/logout", { method: "POST" });
+    window.location.href = "/";
+  });
+  loadRecent();
+}
+
+start();

@@ -1,0 +1,58 @@
+"""A small indexed corpus and the real query service over it, for the tests of the employee
+page, its sign-in and the documents endpoint (the hashing stand-in embedder: these tests do not
+measure retrieval quality)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+from litestar import Litestar
+
+from kb_core.callers import Caller
+from kb_core.settings import Settings
+from kb_pipeline.in_process import ingest_paths
+from query_service.app import create_app
+
+__all__ = ["CORPUS", "HOLIDAY_QUESTION", "document_id", "index_corpus", "web_app"]
+
+CORPUS = {
+    "all/休暇規程.md": (
+        "# 休暇規程\n\n"
+        "## 第1条（目的）\nこの規程は、社員の休暇について定める。\n\n"
+        "## 第2条（年次有給休暇の申請）\n"
+        "年次有給休暇は、取得日の3営業日前までに所属長へ申請する。\n\n"
+        "## 第3条（特別休暇）\n結婚したときは5日の特別休暇を与える。\n\n"
+        "## 第4条（慶弔休暇）\n親族が亡くなったときは3日の慶弔休暇を与える。\n\n"
+        "## 第5条（改廃）\nこの規程の改廃は人事部が行う。\n"),
+    "all/案内.html": "<html><body><h1>社内案内</h1><p>社員食堂は11時から14時まで営業する。</p>"
+                     "<script>alert(1)</script></body></html>",
+    "hr/給与規程.md": "# 給与規程\n\n## 第10条（支給日）\n給与支給日は毎月25日とする。\n",
+}
+HOLIDAY_QUESTION = "年次有給休暇は何営業日前までに申請しますか"
+
+
+def index_corpus(root: Path, settings: Settings, instance: dg.DagsterInstance) -> Path:
+    """CORPUS written under `root` (all/ for all-employees, hr/ for hr) and ingested."""
+    for rel, text in CORPUS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    (root / "all" / "_access.toml").write_text('groups = ["all-employees"]\n')
+    (root / "hr" / "_access.toml").write_text('groups = ["hr"]\n')
+    summary = ingest_paths([root], None, settings, instance)
+    assert summary.ingested == len(CORPUS), summary
+    return root
+
+
+def document_id(conn: psycopg.Connection, name: str) -> int:
+    return conn.execute("SELECT id FROM documents WHERE path LIKE %s",
+                        (f"%{name}",)).fetchone()[0]
+
+
+def web_app(settings: Settings, dev_user: Caller | None = None, **service: object) -> Litestar:
+    """The real app over `settings`' database, no rate limit, the service settings given."""
+    service = {"rate_limit_per_minute": 0} | service
+    return create_app(dataclasses.replace(
+        settings, service=dataclasses.replace(settings.service, **service)), dev_user)
