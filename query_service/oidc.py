@@ -15,8 +15,8 @@ import urllib.parse
 
 import httpx
 import msgspec
-import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from kb_core.callers import Caller
 from kb_core.queries import query
@@ -106,16 +106,21 @@ class OidcProvider:
             self._metadata, self._fetched_at = metadata, time.monotonic()
         return self._metadata
 
-    async def start(self, aconn: psycopg.AsyncConnection, return_to: str) -> SignInAttempt:
+    # Each method below takes a connection only around its own queries, never across a call to
+    # the provider: the identity pool is small and authenticates every API request, so a slow
+    # provider holding connections would starve them all (and read as "database down").
+
+    async def start(self, pool: AsyncConnectionPool, return_to: str) -> SignInAttempt:
         """Record a new sign-in and return where to send the browser; `return_to` is a
         relative target (`is_relative_target`)."""
         metadata = await self.metadata()
         state, browser = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
-        await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
-        await aconn.execute(query("create_sign_in_attempt"), {
-            "state_hash": digest(state), "browser_hash": digest(browser), "nonce": nonce,
-            "code_verifier": verifier, "return_to": return_to})
+        async with pool.connection() as aconn:
+            await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
+            await aconn.execute(query("create_sign_in_attempt"), {
+                "state_hash": digest(state), "browser_hash": digest(browser), "nonce": nonce,
+                "code_verifier": verifier, "return_to": return_to})
         params = {"response_type": "code", "client_id": self.client_id,
                   "redirect_uri": self.redirect_uri, "scope": "openid profile email",
                   "state": state, "nonce": nonce, "code_challenge": _pkce_challenge(verifier),
@@ -124,16 +129,16 @@ class OidcProvider:
         url = metadata.authorization_endpoint + separator + urllib.parse.urlencode(params)
         return SignInAttempt(browser=browser, url=url)
 
-    async def finish(self, aconn: psycopg.AsyncConnection, state: str, code: str,
+    async def finish(self, pool: AsyncConnectionPool, state: str, code: str,
                      browser: str | None) -> tuple[Caller, str, str]:
         """The verified employee, a name to show and the path to return to, for the
         provider's answer to a sign-in this browser started; SignInError otherwise."""
-        async with aconn.cursor(row_factory=dict_row) as cur:
+        # Committed as the connection goes back: a state is used up even when what follows
+        # fails.
+        async with pool.connection() as aconn, aconn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("take_sign_in_attempt"),
                               {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
             attempt = await cur.fetchone()
-        # Committed now: a state is used up even when what follows fails.
-        await aconn.commit()
         if attempt is None:
             raise SignInError("unknown or already used sign-in state")
         if not browser or not hmac.compare_digest(attempt["browser_hash"], digest(browser)):
@@ -148,10 +153,11 @@ class OidcProvider:
             raise SignInError(f"ID token refused: {exc.reason}") from None
         return caller, name, attempt["return_to"]
 
-    async def discard(self, aconn: psycopg.AsyncConnection, state: str) -> None:
+    async def discard(self, pool: AsyncConnectionPool, state: str) -> None:
         """Use up a sign-in the provider answered with an error."""
-        await aconn.execute(query("take_sign_in_attempt"),
-                            {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
+        async with pool.connection() as aconn:
+            await aconn.execute(query("take_sign_in_attempt"),
+                                {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
 
     async def _exchange(self, code: str, code_verifier: str) -> str:
         metadata = await self.metadata()

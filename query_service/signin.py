@@ -65,8 +65,7 @@ class SignInController(Controller):
             raise ServiceError("sign-in is not configured (KB_OIDC_CLIENT_ID)",
                                code="sign_in_not_configured")
         try:
-            async with state.identity_pool.connection() as aconn:
-                attempt = await state.oidc.start(aconn, return_to)
+            attempt = await state.oidc.start(state.identity_pool, return_to)
         except SignInError as exc:
             raise ServiceError(exc.reason, code="sign_in_failed") from None
         return Redirect(attempt.url, status_code=HTTP_303_SEE_OTHER,
@@ -84,14 +83,12 @@ class SignInController(Controller):
             raise ServiceError("no sign-in in progress", code="sign_in_failed")
         if error or not code:
             # Used up all the same, so that the answer cannot be replayed.
-            async with state.identity_pool.connection() as aconn:
-                await state.oidc.discard(aconn, oidc_state)
+            await state.oidc.discard(state.identity_pool, oidc_state)
             raise ServiceError(f"the provider answered {(error or 'no code')[:64]!r}",
                                code="sign_in_failed")
         try:
-            async with state.identity_pool.connection() as aconn:
-                caller, name, return_to = await state.oidc.finish(
-                    aconn, oidc_state, code, request.cookies.get(BROWSER_COOKIE))
+            caller, name, return_to = await state.oidc.finish(
+                state.identity_pool, oidc_state, code, request.cookies.get(BROWSER_COOKIE))
         except SignInError as exc:
             raise ServiceError(exc.reason, code="sign_in_failed") from None
         return await _signed_in(request, state, caller, name, return_to)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -18,7 +20,7 @@ from kb_core.database import connect
 from kb_core.tokens import TokenStore
 from query_service.sessions import digest
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
-from tests.web_app import HOLIDAY_QUESTION, index_corpus, web_app
+from tests.web_app import HOLIDAY_QUESTION, free_port, index_corpus, served, web_app
 
 pytestmark = pytest.mark.anyio
 
@@ -160,12 +162,11 @@ async def test_an_id_token_with_another_nonce_is_refused(client, provider):
 
 
 async def test_an_id_token_for_another_client_is_refused(client, provider):
-    provider.client_id = "another-app"
-    request = await start_sign_in(client)
-    request["client_id"] = "another-app"  # the provider issues it for that client
-    answer = provider_answer(provider, request)
-    response = await client.get("/auth/callback", params=answer, follow_redirects=False)
+    provider.audience_override = "another-app"
+    response = await sign_in(client, provider)
     assert response.status_code == 400
+    assert response.json()["detail"] == "ID token refused: wrong audience"
+    assert "kb_session" not in client.cookies
 
 
 async def test_an_id_token_for_several_clients_must_name_this_one_as_its_party(client, provider):
@@ -174,6 +175,42 @@ async def test_an_id_token_for_several_clients_must_name_this_one_as_its_party(c
     assert refused.status_code == 400 and "another party" in refused.json()["detail"]
     provider.user = {**provider.user, "azp": CLIENT_ID}
     assert (await sign_in(client, provider)).status_code == 303
+
+
+def _provider_answer_in(browser: httpx.Client, service: str) -> str:
+    """A sign-in started by `browser` and answered by the provider: the callback's URL."""
+    login = browser.get(f"{service}/auth/login")
+    at_provider = httpx.get(login.headers["location"])
+    assert at_provider.status_code == 302
+    return at_provider.headers["location"]
+
+
+def test_api_requests_are_answered_while_the_provider_stalls_sign_ins(settings, provider):
+    port = free_port()
+    app = web_app(settings, **oidc(provider, f"http://127.0.0.1:{port}"))
+    with connect(settings.database_url, autocommit=True) as conn:
+        api_token = TokenStore.create(conn, "portal", ["all-employees"])
+    # More browsers waiting on the provider than the identity pool has connections.
+    with served(app, port) as service, ThreadPoolExecutor(6) as pool:
+        browsers = [httpx.Client(timeout=30) for _ in range(6)]
+        callbacks = [_provider_answer_in(b, service) for b in browsers]
+        provider.answering.clear()
+        try:
+            signed_in = [pool.submit(b.get, url)
+                         for b, url in zip(browsers, callbacks, strict=True)]
+            deadline = time.monotonic() + 3
+            while len(provider.token_requests) < len(browsers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            started = time.monotonic()
+            response = httpx.get(f"{service}/v1/recent-questions",
+                                 headers={"Authorization": f"Bearer {api_token}"}, timeout=30)
+            assert response.status_code == 200, response.text
+            assert time.monotonic() - started < 2
+        finally:
+            provider.answering.set()
+        assert [f.result().status_code for f in signed_in] == [303] * len(browsers)
+        for b in browsers:
+            b.close()
 
 
 async def test_a_return_target_on_another_site_is_refused(client):
