@@ -41,6 +41,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         dev_user = Caller(kind="dev", subject=args.dev_user, groups=args.groups)
     tune_for_questions()
-    uvicorn.run(create_app(prepare_database(settings), dev_user), host=args.host,
+    uvicorn.run(create_app(prepare_database(settings), dev_user, args.port), host=args.host,
                 port=args.port, log_level="info")
     return 0

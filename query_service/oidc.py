@@ -15,6 +15,7 @@ import urllib.parse
 
 import httpx
 import msgspec
+import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -24,7 +25,14 @@ from kb_core.settings import ServiceSettings
 from query_service.identity import IdentityError, JwtVerifier
 from query_service.sessions import digest
 
-__all__ = ["ATTEMPT_VALID_S", "OidcProvider", "SignInAttempt", "SignInError", "is_relative_target"]
+__all__ = [
+    "ATTEMPT_VALID_S",
+    "OidcProvider",
+    "SignInAttempt",
+    "SignInError",
+    "is_relative_target",
+    "purge_sign_in_attempts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,12 @@ def is_relative_target(target: str) -> bool:
         return False
     parts = urllib.parse.urlsplit(target)
     return not (parts.scheme or parts.netloc or any(ord(c) < 0x20 or c == "\\" for c in target))
+
+
+async def purge_sign_in_attempts(aconn: psycopg.AsyncConnection) -> int:
+    """Delete the sign-ins that can no longer finish; returns how many."""
+    cur = await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
+    return cur.rowcount
 
 
 def _pkce_challenge(verifier: str) -> str:
@@ -117,7 +131,6 @@ class OidcProvider:
         state, browser = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
         async with pool.connection() as aconn:
-            await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
             await aconn.execute(query("create_sign_in_attempt"), {
                 "state_hash": digest(state), "browser_hash": digest(browser), "nonce": nonce,
                 "code_verifier": verifier, "return_to": return_to})

@@ -36,18 +36,22 @@ class SessionStore:
     """Sessions and the cookie that carries them. `secure` comes from the configured public URL,
     never from the request: behind a TLS-terminating proxy the service itself sees http."""
 
-    def __init__(self, *, secure: bool, idle_s: int, max_s: int) -> None:
+    def __init__(self, *, secure: bool, idle_s: int, max_s: int, dev_sign_in: bool) -> None:
         self.secure = secure
         self.idle_s = idle_s
         self.max_s = max_s
+        # A development session names a user nobody verified: it is honoured only while the
+        # service runs with `--dev-user`, never after a restart without it.
+        self.dev_sign_in = dev_sign_in
         # __Host-: a browser keeps such a cookie only if it is Secure, has Path=/ and no Domain,
         # so a sibling subdomain cannot plant one.
         self.cookie_name = "__Host-kb_session" if secure else "kb_session"
 
     @classmethod
-    def from_settings(cls, settings: ServiceSettings) -> SessionStore:
+    def from_settings(cls, settings: ServiceSettings, *, dev_sign_in: bool) -> SessionStore:
         return cls(secure=settings.public_url.startswith("https://"),
-                   idle_s=settings.session_idle_s, max_s=settings.session_max_s)
+                   idle_s=settings.session_idle_s, max_s=settings.session_max_s,
+                   dev_sign_in=dev_sign_in)
 
     async def create(self, aconn: psycopg.AsyncConnection, caller: Caller,
                      display_name: str) -> str:
@@ -68,7 +72,7 @@ class SessionStore:
             await cur.execute(query("web_session"),
                               {"id_hash": digest(session_id), "idle_s": self.idle_s})
             row = await cur.fetchone()
-        if row is None:
+        if row is None or (row["caller_kind"] == "dev" and not self.dev_sign_in):
             return None
         caller = Caller(kind=row["caller_kind"], subject=row["subject"],
                         groups=tuple(row["groups"]))
@@ -80,7 +84,10 @@ class SessionStore:
             await aconn.execute(query("delete_web_session"), {"id_hash": digest(session_id)})
 
     async def purge(self, aconn: psycopg.AsyncConnection) -> int:
-        cur = await aconn.execute(query("purge_web_sessions"), {"idle_s": self.idle_s})
+        """Delete the sessions past their limits, and the development ones when the
+        development sign-in is off; returns how many."""
+        cur = await aconn.execute(query("purge_web_sessions"),
+                                  {"idle_s": self.idle_s, "dev_sign_in": self.dev_sign_in})
         return cur.rowcount
 
     def cookie(self, session_id: str) -> Cookie:

@@ -35,7 +35,6 @@ async def _signed_in(request: Request, state: State, caller: Caller, name: str,
     store: SessionStore = state.sessions
     async with state.identity_pool.connection() as aconn:
         await store.end(aconn, request.cookies.get(store.cookie_name))
-        await store.purge(aconn)
         session_id = await store.create(aconn, caller, name)
     return Redirect(return_to, status_code=HTTP_303_SEE_OTHER,
                     cookies=[store.cookie(session_id), _browser_cookie(store, "", 0)])

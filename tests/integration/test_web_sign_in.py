@@ -3,6 +3,7 @@ provider on 127.0.0.1 (tests/fake_oidc.py) that the app reaches over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from litestar.testing import AsyncTestClient
 
 from kb_core.callers import Caller
 from kb_core.database import connect
+from kb_core.queries import query
 from kb_core.tokens import TokenStore
 from query_service.sessions import digest
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
@@ -314,15 +316,92 @@ async def test_without_sign_in_configured_the_page_says_how_to_configure_it(sett
         assert login.status_code == 400
 
 
+DEV_USER = Caller(kind="dev", subject="開発ユーザー", groups=("all-employees",))
+LOOPBACK_URL = "http://127.0.0.1:8000"  # where `kb serve --dev-user` listens
+
+
 async def test_the_development_sign_in_is_labelled_on_the_page(settings):
-    user = Caller(kind="dev", subject="開発ユーザー", groups=("all-employees",))
-    async with AsyncTestClient(app=web_app(settings, dev_user=user)) as client:
+    async with AsyncTestClient(app=web_app(settings, dev_user=DEV_USER),
+                               base_url=LOOPBACK_URL) as client:
         response = await client.get("/auth/login", follow_redirects=False)
         assert response.status_code == 303 and response.headers["location"] == "/"
         page = await client.get("/")
         assert 'data-signed-in="true"' in page.text
         assert "開発用サインイン：開発ユーザー" in page.text
         assert "本番環境では使用しないでください" in page.text
+
+
+async def test_the_development_sign_in_answers_to_loopback_names_only(settings):
+    # A rebound name (evil.example resolving to 127.0.0.1) must not reach the sign-in.
+    async with AsyncTestClient(app=web_app(settings, dev_user=DEV_USER),
+                               base_url=LOOPBACK_URL) as client:
+        for host in ("evil.example", "evil.example:8000", "127.0.0.1.evil.example:8000"):
+            response = await client.get("/auth/login", headers={"Host": host},
+                                        follow_redirects=False)
+            assert response.status_code == 400, host
+            assert "kb_session" not in response.headers.get("set-cookie", "")
+        for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "localhost"):
+            page = await client.get("/", headers={"Host": host})
+            assert page.status_code == 200, host
+        # Health probes name whatever address they reach.
+        assert (await client.get("/healthz", headers={"Host": "10.0.0.7:8000"})).status_code \
+            == 200
+
+
+async def test_only_the_public_urls_host_is_served_where_it_is_configured(settings, provider):
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
+                               base_url=PUBLIC_URL) as client:
+        assert (await client.get("/", headers={"Host": "evil.example"})).status_code == 400
+        assert (await client.get("/")).status_code == 200
+
+
+async def test_development_sessions_end_when_the_development_sign_in_is_off(settings, provider):
+    async with AsyncTestClient(app=web_app(settings, dev_user=DEV_USER),
+                               base_url=LOOPBACK_URL) as dev:
+        await dev.get("/auth/login", follow_redirects=False)
+        assert (await dev.get("/v1/recent-questions")).status_code == 200
+        kept = dev.cookies["kb_session"]
+    # Restarted without --dev-user: the stored development session is deleted at start-up...
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
+                               base_url=PUBLIC_URL) as client:
+        deadline = time.monotonic() + 10
+        while _dev_sessions(settings):
+            assert time.monotonic() < deadline, "the development session was not deleted"
+            await asyncio.sleep(0.05)
+        # ...and one stored meanwhile (by another instance still in development mode) refused.
+        with connect(settings.database_url, autocommit=True) as conn:
+            conn.execute(query("create_web_session"), {
+                "id_hash": digest(kept), "caller_kind": "dev", "subject": DEV_USER.subject,
+                "display_name": DEV_USER.subject, "groups": list(DEV_USER.groups),
+                "csrf_token": "t", "max_s": 3600})
+        client.cookies.set("kb_session", kept)
+        assert (await client.get("/v1/recent-questions")).status_code == 401
+        assert 'data-signed-in="false"' in (await client.get("/")).text
+
+
+def _dev_sessions(settings) -> int:
+    return _count(settings, "SELECT count(*) FROM web_sessions WHERE caller_kind = 'dev'")
+
+
+def _count(settings, sql: str) -> int:
+    with connect(settings.database_url, autocommit=True) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+async def test_ended_sessions_and_stale_sign_ins_are_purged_at_start_up(settings, provider):
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
+                               base_url=PUBLIC_URL) as client:
+        await sign_in(client, provider)
+        await start_sign_in(client)
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE web_sessions SET expires_at = now() - interval '1 second'")
+        conn.execute("UPDATE sign_in_attempts SET created_at = now() - interval '11 minutes'")
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)), base_url=PUBLIC_URL):
+        deadline = time.monotonic() + 10
+        while (_count(settings, "SELECT count(*) FROM web_sessions")
+               or _count(settings, "SELECT count(*) FROM sign_in_attempts")):
+            assert time.monotonic() < deadline, "nothing was purged"
+            await asyncio.sleep(0.05)
 
 
 def test_kb_serve_refuses_the_development_sign_in_on_a_non_loopback_address():
