@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import socket
 
 import uvicorn
 
@@ -20,12 +21,13 @@ log = logging.getLogger("kb.serve")
 
 
 def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    """Whether every address `host` stands for is a loopback one: a name is resolved, since
+    /etc/hosts may map even `localhost` elsewhere."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (socket.gaierror, UnicodeError):
         return False
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

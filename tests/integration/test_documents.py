@@ -4,6 +4,8 @@ the caller's recent questions: the real app and database, API tokens of two grou
 from __future__ import annotations
 
 import hashlib
+import os
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
 from kb_core.tokens import TokenStore
+from kb_search.documents import indexed_original, verified_copy
 from tests.web_app import HOLIDAY_QUESTION, document_id, index_corpus, web_app
 
 pytestmark = pytest.mark.anyio
@@ -142,6 +145,36 @@ async def test_an_original_downloads_as_an_attachment_only_while_its_checksum_ma
         (corpus / "all" / "案内.html").write_bytes(original + b"<p>grown</p>")
         grown = await client.get(f"/v1/documents/{page}/original", headers=headers["portal"])
         assert grown.status_code == 409
+
+
+async def test_a_large_original_is_checked_and_sent_from_a_copy_never_read_whole(
+    settings, corpus, headers, ids
+):
+    # A 20 MiB original, its indexed checksum and size made to match.
+    page, path = ids["案内.html"], corpus / "all" / "案内.html"
+    content = os.urandom(20 * 2**20)
+    path.write_bytes(content)
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE documents SET checksum = %s, size_bytes = %s WHERE id = %s",
+                     (hashlib.sha256(content).hexdigest(), len(content), page))
+        indexed = indexed_original(conn, page, ["all-employees"])
+    tracemalloc.start()
+    try:
+        original = verified_copy(indexed)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, f"{peak} bytes held to check a {len(content)}-byte file"
+    # What was checked is what is sent, whatever happens to the file meanwhile.
+    path.write_bytes(b"x" * len(content))
+    with original.content as copy:
+        assert copy.read() == content
+
+    path.write_bytes(content)
+    async with AsyncTestClient(app=web_app(settings, document_downloads=True)) as client:
+        response = await client.get(f"/v1/documents/{page}/original", headers=headers["portal"])
+    assert response.status_code == 200 and response.content == content
+    assert response.headers["content-length"] == str(len(content))
 
 
 async def test_recent_questions_are_the_callers_own_newest_first(client, headers):
