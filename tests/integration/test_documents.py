@@ -13,6 +13,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
+from kb_core.queries import query
 from kb_core.tokens import TokenStore
 from kb_search.documents import indexed_original, verified_copy
 from tests.web_app import HOLIDAY_QUESTION, document_id, index_corpus, web_app
@@ -186,3 +187,18 @@ async def test_recent_questions_are_the_callers_own_newest_first(client, headers
     assert mine.json() == {"questions": ["社員食堂の営業時間は？", HOLIDAY_QUESTION]}
     others = await client.get("/v1/recent-questions", headers=headers["hr-bot"])
     assert others.json() == {"questions": []}
+
+
+def test_recent_questions_read_only_the_callers_entries_of_the_query_log(conn):
+    # 20,000 entries of 2,000 callers: one caller's questions must not cost a scan of them all.
+    conn.execute(
+        "INSERT INTO query_log (id, created_at, caller_kind, caller_subject, groups, question, "
+        "answer, found, verified, answerer, hits, latency_ms) "
+        "SELECT gen_random_uuid(), now() - i * interval '1 minute', 'jwt', 'emp-' || i % 2000, "
+        "'{g}', 'question ' || i, 'a', true, true, 'extractive', '[]', 1 "
+        "FROM generate_series(1, 20000) i")
+    conn.execute("ANALYZE query_log")
+    plan = "\n".join(r[0] for r in conn.execute(
+        "EXPLAIN " + query("recent_questions"),
+        {"caller_kind": "jwt", "caller_subject": "emp-7", "limit": 10}))
+    assert "query_log_by_caller" in plan and "Seq Scan" not in plan, plan
