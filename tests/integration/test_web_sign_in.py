@@ -420,3 +420,26 @@ async def test_sign_in_requests_are_rate_limited_by_the_clients_address(settings
         codes = [(await client.get("/auth/login", follow_redirects=False)).status_code
                  for _ in range(3)]
     assert codes == [303, 303, 429]
+
+
+def test_behind_a_trusted_proxy_sign_ins_are_limited_by_each_employees_address(
+    settings, provider
+):
+    def logins(service: str, employee: str) -> list[int]:
+        return [httpx.get(f"{service}/auth/login", headers={"X-Forwarded-For": employee}
+                          ).status_code for _ in range(3)]
+
+    def served_behind(trusted_proxies: tuple[str, ...]):
+        port = free_port()
+        app = web_app(settings, **oidc(provider, f"http://127.0.0.1:{port}"),
+                      rate_limit_per_minute=1, rate_limit_burst=2)
+        return served(app, port, trusted_proxies)
+
+    # The proxy (here 127.0.0.1) is trusted: each employee it names has a bucket of its own.
+    with served_behind(("127.0.0.1",)) as service:
+        assert logins(service, "192.0.2.1") == [303, 303, 429]
+        assert logins(service, "192.0.2.2") == [303, 303, 429]
+    # Anyone else's X-Forwarded-For is ignored: it cannot buy a fresh bucket.
+    with served_behind(("192.0.2.254",)) as service:
+        assert logins(service, "192.0.2.1") == [303, 303, 429]
+        assert logins(service, "192.0.2.2") == [429, 429, 429]
