@@ -62,8 +62,10 @@ RESPONSES = ERROR_RESPONSES | {
 
 
 def _attachment(filename: str) -> str:
-    # RFC 6266 / 5987: an ASCII fallback and the UTF-8 name (日本語のファイル名).
-    fallback = filename.encode("ascii", "replace").decode().replace('"', "_") or "document"
+    # RFC 6266 / 5987: an ASCII fallback and the UTF-8 name (日本語のファイル名). The fallback
+    # is a quoted string: no quote, backslash or control character may end or break it.
+    fallback = "".join("_" if c in '"\\' or not c.isprintable() else c
+                       for c in filename.encode("ascii", "replace").decode()) or "document"
     return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{urllib.parse.quote(filename)}'
 
 

@@ -22,8 +22,8 @@ from psycopg_pool import AsyncConnectionPool
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import ServiceSettings
+from kb_core.tokens import hash_token
 from query_service.identity import IdentityError, JwtVerifier
-from query_service.sessions import digest
 
 __all__ = [
     "ATTEMPT_VALID_S",
@@ -132,8 +132,8 @@ class OidcProvider:
         nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
         async with pool.connection() as aconn:
             await aconn.execute(query("create_sign_in_attempt"), {
-                "state_hash": digest(state), "browser_hash": digest(browser), "nonce": nonce,
-                "code_verifier": verifier, "return_to": return_to})
+                "state_hash": hash_token(state), "browser_hash": hash_token(browser),
+                "nonce": nonce, "code_verifier": verifier, "return_to": return_to})
         params = {"response_type": "code", "client_id": self.client_id,
                   "redirect_uri": self.redirect_uri, "scope": "openid profile email",
                   "state": state, "nonce": nonce, "code_challenge": _pkce_challenge(verifier),
@@ -150,11 +150,11 @@ class OidcProvider:
         # fails.
         async with pool.connection() as aconn, aconn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("take_sign_in_attempt"),
-                              {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
+                              {"state_hash": hash_token(state), "valid_s": ATTEMPT_VALID_S})
             attempt = await cur.fetchone()
         if attempt is None:
             raise SignInError("unknown or already used sign-in state")
-        if not browser or not hmac.compare_digest(attempt["browser_hash"], digest(browser)):
+        if not browser or not hmac.compare_digest(attempt["browser_hash"], hash_token(browser)):
             raise SignInError("the sign-in was started in another browser")
         if not attempt["fresh"]:
             raise SignInError("the sign-in took too long; start again")
@@ -170,7 +170,7 @@ class OidcProvider:
         """Use up a sign-in the provider answered with an error."""
         async with pool.connection() as aconn:
             await aconn.execute(query("take_sign_in_attempt"),
-                                {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
+                                {"state_hash": hash_token(state), "valid_s": ATTEMPT_VALID_S})
 
     async def _exchange(self, code: str, code_verifier: str) -> str:
         metadata = await self.metadata()

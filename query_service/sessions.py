@@ -4,7 +4,6 @@ session that every state-changing request made with the cookie must repeat."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 
 import msgspec
@@ -15,15 +14,11 @@ from psycopg.rows import dict_row
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import ServiceSettings
+from kb_core.tokens import hash_token
 
-__all__ = ["CSRF_HEADER", "SessionStore", "WebSession", "digest"]
+__all__ = ["CSRF_HEADER", "SessionStore", "WebSession"]
 
 CSRF_HEADER = "X-CSRF-Token"
-
-
-def digest(value: str) -> str:
-    """The SHA-256 hex digest stored in place of a secret (256 random bits need no slow hash)."""
-    return hashlib.sha256(value.encode()).hexdigest()
 
 
 class WebSession(msgspec.Struct, frozen=True):
@@ -58,7 +53,7 @@ class SessionStore:
         """A new session for `caller`; returns the cookie's value, which is stored nowhere."""
         session_id = secrets.token_urlsafe(32)
         await aconn.execute(query("create_web_session"), {
-            "id_hash": digest(session_id), "caller_kind": caller.kind,
+            "id_hash": hash_token(session_id), "caller_kind": caller.kind,
             "subject": caller.subject, "display_name": display_name,
             "groups": list(caller.groups), "csrf_token": secrets.token_urlsafe(32),
             "max_s": self.max_s})
@@ -70,7 +65,7 @@ class SessionStore:
             return None
         async with aconn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("web_session"),
-                              {"id_hash": digest(session_id), "idle_s": self.idle_s})
+                              {"id_hash": hash_token(session_id), "idle_s": self.idle_s})
             row = await cur.fetchone()
         if row is None or (row["caller_kind"] == "dev" and not self.dev_sign_in):
             return None
@@ -81,7 +76,7 @@ class SessionStore:
     async def end(self, aconn: psycopg.AsyncConnection, session_id: str | None) -> None:
         """Forget the session (sign-out, or the one replaced at sign-in)."""
         if session_id:
-            await aconn.execute(query("delete_web_session"), {"id_hash": digest(session_id)})
+            await aconn.execute(query("delete_web_session"), {"id_hash": hash_token(session_id)})
 
     async def purge(self, aconn: psycopg.AsyncConnection) -> int:
         """Delete the sessions past their limits, and the development ones when the

@@ -19,8 +19,7 @@ from litestar.testing import AsyncTestClient
 from kb_core.callers import Caller
 from kb_core.database import connect
 from kb_core.queries import query
-from kb_core.tokens import TokenStore
-from query_service.sessions import digest
+from kb_core.tokens import TokenStore, hash_token
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
 from tests.web_app import HOLIDAY_QUESTION, free_port, index_corpus, served, web_app
 
@@ -108,7 +107,7 @@ async def test_sign_in_gives_a_session_with_the_groups_of_the_verified_id_token(
         stored = conn.execute("SELECT id_hash, caller_kind, subject, groups FROM web_sessions"
                               ).fetchall()
     # Only the hash of the cookie's value is kept.
-    assert stored == [(digest(session_id), "jwt", "emp-7", ["hr"])]
+    assert stored == [(hash_token(session_id), "jwt", "emp-7", ["hr"])]
     # The request cannot name groups: the body is refused, the session's groups stand.
     search = await client.post("/v1/search", json={"query": "給与支給日"},
                                headers={"X-CSRF-Token": csrf_of(page.text)})
@@ -169,6 +168,25 @@ async def test_an_id_token_for_another_client_is_refused(client, provider):
     assert response.status_code == 400
     assert response.json()["detail"] == "ID token refused: wrong audience"
     assert "kb_session" not in client.cookies
+
+
+async def test_an_id_token_issued_to_another_party_is_refused_even_for_this_audience(
+    client, provider
+):
+    provider.user = {**provider.user, "azp": "another-app"}
+    refused = await sign_in(client, provider)
+    assert refused.status_code == 400 and "another party" in refused.json()["detail"]
+
+
+async def test_the_providers_error_text_is_logged_not_shown(client, provider, caplog):
+    request = await start_sign_in(client)
+    wording = "Your account is locked: call +81-3-0000-0000"
+    response = await client.get("/auth/callback", params={"state": request["state"],
+                                                          "error": wording},
+                                follow_redirects=False, headers={"Accept": "text/html"})
+    assert response.status_code == 400 and wording not in response.text
+    assert "the identity provider refused the sign-in" in response.text
+    assert wording in caplog.text
 
 
 async def test_an_id_token_for_several_clients_must_name_this_one_as_its_party(client, provider):
@@ -288,13 +306,44 @@ async def test_sign_out_ends_the_session_on_the_server(client, provider, setting
     assert (await client.get("/v1/recent-questions")).status_code == 401
 
 
+async def test_signing_out_of_an_ended_session_clears_its_cookie(client, provider, settings):
+    await sign_in(client, provider)
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE web_sessions SET expires_at = now() - interval '1 second'")
+    response = await client.post("/auth/logout")
+    assert response.status_code == 204 and "Max-Age=0" in response.headers["set-cookie"]
+    assert "kb_session" not in client.cookies
+
+
+async def test_a_bearer_token_wins_over_a_session_cookie_and_never_falls_back_to_it(
+    client, provider, settings
+):
+    await sign_in(client, provider)
+    assert (await client.get("/v1/recent-questions")).status_code == 200
+    with connect(settings.database_url, autocommit=True) as conn:
+        api_token = TokenStore.create(conn, "portal", ["all-employees"])
+    # The token is the credential: no CSRF token is asked for, though the cookie rides along.
+    body = {"question": HOLIDAY_QUESTION}
+    ok = await client.post("/v1/ask", json=body, headers={"Authorization": f"Bearer {api_token}"})
+    assert ok.status_code == 200, ok.text
+    for bad in (f"Bearer {api_token}x", "Bearer not-a-token", "Basic dXNlcjpwYXNz"):
+        for method, path in (("GET", "/v1/recent-questions"), ("POST", "/v1/ask")):
+            response = await client.request(method, path, headers={"Authorization": bad},
+                                            json=body if method == "POST" else None)
+            assert response.status_code == 401, (bad, path, response.text)
+
+
 async def test_the_cookie_is_secure_where_the_public_url_is_https(settings, provider):
     app = web_app(settings, **oidc(provider, "https://kb.example.co.jp"))
     async with AsyncTestClient(app=app, base_url="https://kb.example.co.jp") as client:
-        request = await start_sign_in(client)
+        login = await client.get("/auth/login", follow_redirects=False)
+        assert "; Path=/;" in login.headers["set-cookie"] and "Secure" in login.headers[
+            "set-cookie"]
+        request = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
+            login.headers["location"]).query))
         assert request["redirect_uri"] == "https://kb.example.co.jp/auth/callback"
-        browser = client.cookies  # the sign-in cookie is Secure too
-        assert "kb_signin" in browser
+        # The sign-in cookie is Secure too, and __Host- so no sibling subdomain can plant one.
+        assert "__Host-kb_signin" in client.cookies
         response = httpx.get(f"{provider.issuer}/authorize", params=request,
                              follow_redirects=False)
         answer = dict(urllib.parse.parse_qsl(
@@ -371,7 +420,7 @@ async def test_development_sessions_end_when_the_development_sign_in_is_off(sett
         # ...and one stored meanwhile (by another instance still in development mode) refused.
         with connect(settings.database_url, autocommit=True) as conn:
             conn.execute(query("create_web_session"), {
-                "id_hash": digest(kept), "caller_kind": "dev", "subject": DEV_USER.subject,
+                "id_hash": hash_token(kept), "caller_kind": "dev", "subject": DEV_USER.subject,
                 "display_name": DEV_USER.subject, "groups": list(DEV_USER.groups),
                 "csrf_token": "t", "max_s": 3600})
         client.cookies.set("kb_session", kept)
