@@ -131,6 +131,9 @@ class OidcProvider:
         state, browser = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
         async with pool.connection() as aconn:
+            # Also here, not only in the daily purge: sign-ins need no identity, so the table
+            # stays as small as ten minutes of them.
+            await purge_sign_in_attempts(aconn)
             await aconn.execute(query("create_sign_in_attempt"), {
                 "state_hash": hash_token(state), "browser_hash": hash_token(browser),
                 "nonce": nonce, "code_verifier": verifier, "return_to": return_to})

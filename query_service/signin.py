@@ -50,7 +50,8 @@ async def _signed_in(request: Request, state: State, caller: Caller, name: str,
 
 def _limit_by_address(request: Request, state: State) -> None:
     """Sign-in requests come before any identity, and each writes a row: bound them by the
-    client's address, with the callers' limits (KB_RATE_LIMIT_*)."""
+    client's address (behind a proxy of KB_TRUSTED_PROXIES, the one its X-Forwarded-For names),
+    with the callers' limits (KB_RATE_LIMIT_*)."""
     state.rate_limiter.check(f"address:{request.client.host if request.client else '?'}")
 
 
