@@ -10,6 +10,7 @@ import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -211,8 +212,8 @@ def test_api_requests_are_answered_while_the_provider_stalls_sign_ins(settings, 
     with connect(settings.database_url, autocommit=True) as conn:
         api_token = TokenStore.create(conn, "portal", ["all-employees"])
     # More browsers waiting on the provider than the identity pool has connections.
-    with served(app, port) as service, ThreadPoolExecutor(6) as pool:
-        browsers = [httpx.Client(timeout=30) for _ in range(6)]
+    with served(app, port) as service, ThreadPoolExecutor(6) as pool, ExitStack() as closing:
+        browsers = [closing.enter_context(httpx.Client(timeout=30)) for _ in range(6)]
         callbacks = [_provider_answer_in(b, service) for b in browsers]
         provider.answering.clear()
         try:
@@ -229,8 +230,6 @@ def test_api_requests_are_answered_while_the_provider_stalls_sign_ins(settings, 
         finally:
             provider.answering.set()
         assert [f.result().status_code for f in signed_in] == [303] * len(browsers)
-        for b in browsers:
-            b.close()
 
 
 async def test_a_return_target_on_another_site_is_refused(client):
