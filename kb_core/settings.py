@@ -8,6 +8,7 @@ goes in that process's environment (`Settings.environment`), never into this pro
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,6 +106,9 @@ VARIABLES: tuple[Variable, ...] = (
              "only while it still has the indexed SHA-256)"),
     Variable("KB_RATE_LIMIT_PER_MINUTE", "120", "requests a minute per caller; 0 turns it off"),
     Variable("KB_RATE_LIMIT_BURST", "20", "requests a caller may make at once"),
+    Variable("KB_TRUSTED_PROXIES", "`127.0.0.1,::1`",
+             "addresses or networks of the proxies in front, separated by commas: their "
+             "`X-Forwarded-For` names the client, whose address limits sign-in requests"),
     Variable("KB_MAX_QUESTION_CHARS", "2000", "longer questions are refused with 400"),
     Variable("KB_QUERY_LOG_RETENTION_DAYS", "90",
              "query log entries older than this are purged daily"),
@@ -286,6 +290,7 @@ class ServiceSettings:
     document_downloads: bool = False
     rate_limit_per_minute: int = 120
     rate_limit_burst: int = 20
+    trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
     max_question_chars: int = 2000
     query_log_retention_days: int = 90
     max_body_bytes: int = 64 * 1024  # a request body's limit, part of the published contract
@@ -311,6 +316,13 @@ class ServiceSettings:
                              "KB_PUBLIC_URL")
         if public_url and not public_url.startswith(("https://", "http://")):
             raise ValueError(f"KB_PUBLIC_URL must be an http(s) URL: {public_url!r}")
+        proxies = tuple(p.strip() for p in env.text("KB_TRUSTED_PROXIES").split(",") if p.strip())
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy)
+            except ValueError:
+                raise ValueError(f"KB_TRUSTED_PROXIES must list addresses or networks: "
+                                 f"{proxy!r}") from None
         downloads = env.text("KB_DOCUMENT_DOWNLOADS", "off").lower()
         if downloads not in ("on", "off"):
             raise ValueError(f"KB_DOCUMENT_DOWNLOADS must be on or off: {downloads!r}")
@@ -327,6 +339,7 @@ class ServiceSettings:
             document_downloads=downloads == "on",
             rate_limit_per_minute=whole("KB_RATE_LIMIT_PER_MINUTE", cls.rate_limit_per_minute),
             rate_limit_burst=whole("KB_RATE_LIMIT_BURST", cls.rate_limit_burst),
+            trusted_proxies=proxies or cls.trusted_proxies,
             max_question_chars=whole("KB_MAX_QUESTION_CHARS", cls.max_question_chars),
             query_log_retention_days=whole("KB_QUERY_LOG_RETENTION_DAYS",
                                            cls.query_log_retention_days),

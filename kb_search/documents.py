@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 import psycopg
@@ -20,12 +22,16 @@ __all__ = [
     "ChangedOriginalError",
     "DocumentPassage",
     "DocumentView",
+    "IndexedOriginal",
     "Original",
     "document_view",
-    "original_file",
+    "indexed_original",
+    "verified_copy",
 ]
 
 AROUND = 1  # neighbours shown on each side of a cited passage
+PIECE_BYTES = 64 * 1024  # an original is hashed, copied and sent in pieces of this size
+SPOOL_BYTES = 1024 * 1024  # a copy larger than this goes to a temporary file, not memory
 
 
 class DocumentPassage(msgspec.Struct):
@@ -52,9 +58,21 @@ class DocumentView(msgspec.Struct):
     original_url: str | None = None  # where the operator allows downloading the original
 
 
-class Original(msgspec.Struct, frozen=True):
+class IndexedOriginal(msgspec.Struct, frozen=True):
+    """Where a document's original lives, and what it held when it was indexed."""
+
+    source: Path
     filename: str
-    content: bytes
+    checksum: str
+    size_bytes: int
+
+
+class Original(msgspec.Struct, frozen=True):
+    """A private copy of an original, positioned at its start; the reader closes it."""
+
+    filename: str
+    size_bytes: int
+    content: BinaryIO
 
 
 class ChangedOriginalError(Exception):
@@ -79,11 +97,10 @@ def document_view(conn: psycopg.Connection, document_id: int, groups: list[str],
     return DocumentView(**row, passages=passages)
 
 
-def original_file(conn: psycopg.Connection, document_id: int,
-                  groups: list[str]) -> Original | None:
-    """The original file's bytes, only while their SHA-256 is the one indexed (else
-    ChangedOriginalError); None when the caller may not read the document or its source is
-    not a file here."""
+def indexed_original(conn: psycopg.Connection, document_id: int,
+                     groups: list[str]) -> IndexedOriginal | None:
+    """The original of a document the caller may read; None when the caller may not read it,
+    or its source is not a file here."""
     row = conn.execute(query("document_original_for_caller"),
                        {"id": document_id, "groups": groups}).fetchone()
     if row is None:
@@ -92,9 +109,27 @@ def original_file(conn: psycopg.Connection, document_id: int,
     source = Path(source_uri)
     if not source.is_absolute() or not source.is_file():
         return None
-    # A file that grew is not read at all; the bytes hashed are the bytes served, so nothing
-    # can be swapped in between the check and the response.
-    content = b"" if source.stat().st_size != size_bytes else source.read_bytes()
-    if len(content) != size_bytes or hashlib.sha256(content).hexdigest() != checksum:
-        raise ChangedOriginalError(f"{path} has changed since it was indexed")
-    return Original(filename=Path(path).name, content=content)
+    return IndexedOriginal(source, Path(path).name, checksum, size_bytes)
+
+
+def verified_copy(original: IndexedOriginal) -> Original:
+    """A copy of the original's bytes, only while their SHA-256 is the one indexed (else
+    ChangedOriginalError). The bytes hashed are the bytes copied, and the copy is what is
+    sent, so nothing can be swapped in between the check and the response; memory holds at
+    most SPOOL_BYTES of it."""
+    copy = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - returned open
+    sha256, size = hashlib.sha256(), 0
+    try:
+        with original.source.open("rb") as source:
+            # One piece past the indexed size is enough to tell that the file grew.
+            while size <= original.size_bytes and (piece := source.read(PIECE_BYTES)):
+                sha256.update(piece)
+                copy.write(piece)
+                size += len(piece)
+        if size != original.size_bytes or sha256.hexdigest() != original.checksum:
+            raise ChangedOriginalError(f"{original.filename} has changed since it was indexed")
+    except BaseException:
+        copy.close()
+        raise
+    copy.seek(0)
+    return Original(original.filename, size, copy)

@@ -36,6 +36,7 @@ __all__ = [
     "error_response",
     "provide_caller",
     "provide_session",
+    "session_caller",
 ]
 
 BEARER = "bearerToken"  # the OpenAPI security scheme: an API token or an employee's JWT
@@ -139,7 +140,7 @@ async def provide_caller(request: Request, state: State) -> Caller:
         async with state.identity_pool.connection(timeout=state.database.wait_s) as aconn:
             state.database.answered()
             if authorization is None and session_id:
-                caller = _checked_session(request, await state.sessions.find(aconn, session_id))
+                caller = session_caller(request, await state.sessions.find(aconn, session_id))
             else:
                 caller = await identify(authorization, aconn, state.jwt)
     except IdentityError as exc:
@@ -157,7 +158,9 @@ async def provide_session(request: Request, state: State) -> WebSession | None:
         return await state.sessions.find(aconn, session_id)
 
 
-def _checked_session(request: Request, session: WebSession | None) -> Caller:
+def session_caller(request: Request, session: WebSession | None) -> Caller:
+    """The caller of a live session; a request that changes anything must repeat the
+    session's CSRF token (PermissionDeniedException otherwise)."""
     if session is None:
         raise IdentityError("session expired or unknown; sign in again")
     if request.method not in ("GET", "HEAD", "OPTIONS"):

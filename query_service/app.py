@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import msgspec
 import psycopg
 from litestar import Litestar, get
+from litestar.config.allowed_hosts import AllowedHostsConfig
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
@@ -31,7 +33,7 @@ from query_service.documents import DocumentsController
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
-from query_service.oidc import OidcProvider
+from query_service.oidc import OidcProvider, purge_sign_in_attempts
 from query_service.page import page, static_files
 from query_service.sessions import SessionStore
 from query_service.signin import SignInController
@@ -40,6 +42,9 @@ __all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
 
+# The development sign-in answers to these names only (with or without the port).
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+ANY_HOST = "any_host"  # a route's opt key: served whatever its Host header (health probes)
 POOL_TIMEOUT_S = 5.0  # the longest a request waits for a connection while the database is up
 RECONNECT_TIMEOUT_S = 1.0
 
@@ -56,13 +61,13 @@ class Readiness(msgspec.Struct):
     detail: str | None = None
 
 
-@get("/healthz", operation_id="healthz", tags=["health"])
+@get("/healthz", operation_id="healthz", tags=["health"], opt={ANY_HOST: True})
 async def healthz() -> Health:
     """The process is up."""
     return Health(status="ok")
 
 
-@get("/readyz", operation_id="readyz", tags=["health"])
+@get("/readyz", operation_id="readyz", tags=["health"], opt={ANY_HOST: True})
 async def readyz(state: State) -> Response[Readiness]:
     """Ready when the database answers and questions can be embedded with the live index's
     model (which during a rebuild with a new model is not KB_EMBEDDER's)."""
@@ -83,21 +88,41 @@ async def readyz(state: State) -> Response[Readiness]:
     return Response(Readiness(True, True, embedder.name, "ok"), status_code=HTTP_200_OK)
 
 
-async def _purge_periodically(service: KnowledgeService, days: int) -> None:
-    """Questions can hold personal data: drop log entries past their retention, daily."""
+async def _purge_periodically(state: State, days: int) -> None:
+    """At start-up, then daily: drop query log entries past their retention (questions can
+    hold personal data), ended sessions (and development ones when the development sign-in is
+    off) and sign-ins that can no longer finish."""
     while True:
         try:
-            purged = await asyncio.to_thread(service.purge_log, days)
-            log.info("query log: purged %d entries older than %d days", purged, days)
+            purged = await asyncio.to_thread(state.service.purge_log, days)
+            async with state.identity_pool.connection() as aconn:
+                sessions = await state.sessions.purge(aconn)
+                attempts = await purge_sign_in_attempts(aconn)
+            log.info("purged %d query log entries older than %d days, %d ended sessions, "
+                     "%d stale sign-ins", purged, days, sessions, attempts)
         except (psycopg.Error, TimeoutError) as exc:
-            log.warning("query log purge failed: %s", exc)
+            log.warning("purge failed: %s", exc)
         await asyncio.sleep(24 * 3600)
 
 
-def create_app(settings: Settings, dev_user: Caller | None = None) -> Litestar:
+def _allowed_hosts(public_url: str, dev_port: int | None) -> AllowedHostsConfig | None:
+    """The Host headers the app answers. A page on another site can point its own name at this
+    machine (DNS rebinding) and so read our answers as same-origin; its requests still name
+    its host, which is refused here (400). Without KB_PUBLIC_URL any host is served."""
+    if dev_port is not None:
+        hosts = [h for name in LOOPBACK_HOSTS for h in (name, f"{name}:{dev_port}")]
+    elif public_url:
+        hosts = [urllib.parse.urlsplit(public_url).netloc]
+    else:
+        return None
+    return AllowedHostsConfig(allowed_hosts=hosts, exclude_opt_key=ANY_HOST, www_redirect=False)
+
+
+def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8000) -> Litestar:
     """The app for `settings`, whose database URL is resolved; its pools open in the lifespan
     and close in `finally`. `dev_user` turns on the development sign-in, which signs anyone
-    who opens the page in as that user (`kb serve --dev-user` allows it on loopback only)."""
+    who opens the page in as that user (`kb serve --dev-user` allows it on loopback only), and
+    then the app answers only to loopback names on `port`."""
     url = settings.database_url
     if not url:
         raise ValueError("the query service needs a database URL")
@@ -131,12 +156,12 @@ def create_app(settings: Settings, dev_user: Caller | None = None) -> Litestar:
         state.jwt = JwtVerifier(jwt) if jwt else None
         state.dev_user = dev_user
         state.oidc = None if dev_user else OidcProvider.from_settings(service, state.jwt)
-        state.sessions = SessionStore.from_settings(service)
+        state.sessions = SessionStore.from_settings(service, dev_sign_in=dev_user is not None)
         state.document_downloads = service.document_downloads
         state.rate_limiter = RateLimiter.from_settings(service)
         state.max_question_chars = service.max_question_chars
         purge = asyncio.create_task(
-            _purge_periodically(state.service, service.query_log_retention_days))
+            _purge_periodically(state, service.query_log_retention_days))
         try:
             yield
         finally:
@@ -150,6 +175,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None) -> Litestar:
         route_handlers=[healthz, readyz, KnowledgeController, DocumentsController,
                         SignInController, page, static_files],
         lifespan=[lifespan],
+        allowed_hosts=_allowed_hosts(service.public_url, port if dev_user else None),
         exception_handlers=EXCEPTION_HANDLERS,
         after_request=json_not_found,
         request_max_body_size=service.max_body_bytes,

@@ -6,8 +6,8 @@ not exist."""
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable
-from typing import Annotated, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Annotated, BinaryIO, TypeVar
 
 import anyio
 import msgspec
@@ -16,10 +16,17 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import NotFoundException
 from litestar.params import Parameter
-from litestar.response import Response
+from litestar.response import Stream
 
 from kb_core.callers import Caller
-from kb_search.documents import ChangedOriginalError, DocumentView, document_view, original_file
+from kb_search.documents import (
+    PIECE_BYTES,
+    ChangedOriginalError,
+    DocumentView,
+    document_view,
+    indexed_original,
+    verified_copy,
+)
 from query_service.api import BEARER, ERROR_RESPONSES, error_response, provide_caller
 from query_service.errors import ServiceError
 
@@ -55,8 +62,10 @@ RESPONSES = ERROR_RESPONSES | {
 
 
 def _attachment(filename: str) -> str:
-    # RFC 6266 / 5987: an ASCII fallback and the UTF-8 name (日本語のファイル名).
-    fallback = filename.encode("ascii", "replace").decode().replace('"', "_") or "document"
+    # RFC 6266 / 5987: an ASCII fallback and the UTF-8 name (日本語のファイル名). The fallback
+    # is a quoted string: no quote, backslash or control character may end or break it.
+    fallback = "".join("_" if c in '"\\' or not c.isprintable() else c
+                       for c in filename.encode("ascii", "replace").decode()) or "document"
     return f'attachment; filename="{fallback}"; filename*=UTF-8\'\'{urllib.parse.quote(filename)}'
 
 
@@ -90,17 +99,28 @@ class DocumentsController(Controller):
     @get("/{document_id:int}/original", operation_id="document_original",
          responses=RESPONSES | {409: error_response("The file has changed since it was indexed")},
          media_type="application/octet-stream")
-    async def original(self, document_id: Id, caller: Caller, state: State) -> Response[bytes]:
+    async def original(self, document_id: Id, caller: Caller, state: State) -> Stream:
         """The original file, as an attachment, where the operator allows downloads."""
         if not state.document_downloads:
             raise NotFoundException("downloading originals is turned off")
+        indexed = await anyio.to_thread.run_sync(_read, state, indexed_original, document_id,
+                                                 list(caller.groups))
+        if indexed is None:
+            raise NotFoundException("no such document")
         try:
-            original = await anyio.to_thread.run_sync(_read, state, original_file, document_id,
-                                                      list(caller.groups))
+            # No database connection is held while the file is read.
+            original = await anyio.to_thread.run_sync(verified_copy, indexed)
         except ChangedOriginalError as exc:
             raise DocumentChangedError(str(exc)) from None
-        if original is None:
-            raise NotFoundException("no such document")
-        return Response(original.content, media_type="application/octet-stream",
-                        headers={**ATTACHMENT_HEADERS,
-                                 "Content-Disposition": _attachment(original.filename)})
+        return Stream(_pieces(original.content), media_type="application/octet-stream",
+                      headers={**ATTACHMENT_HEADERS,
+                               "Content-Length": str(original.size_bytes),
+                               "Content-Disposition": _attachment(original.filename)})
+
+
+def _pieces(content: BinaryIO) -> Iterator[bytes]:
+    """The copy's bytes, piece by piece; it is closed at the end, or when a client that went
+    away drops the stream."""
+    with content:
+        while piece := content.read(PIECE_BYTES):
+            yield piece

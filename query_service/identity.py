@@ -174,10 +174,10 @@ class JwtVerifier:
         bearer JWT is (keys, issuer, expiry, groups claim), but addressed to this service's
         client id and carrying the nonce of the sign-in it answers."""
         claims = await self._claims_async(token, client_id)
-        # A token for several audiences must name this client as the party it was issued to
-        # (OpenID Connect Core 3.1.3.7).
+        # A token for several audiences must name this client as the party it was issued to,
+        # and one that names a party at all must name this client (OpenID Connect Core 3.1.3.7).
         audiences = claims["aud"] if isinstance(claims["aud"], builtins.list) else [claims["aud"]]
-        if len(audiences) > 1 and claims.get("azp") != client_id:
+        if (len(audiences) > 1 or "azp" in claims) and claims.get("azp") != client_id:
             raise IdentityError("token issued to another party")
         sent = claims.get("nonce")
         if not isinstance(sent, str) or not hmac.compare_digest(sent, nonce):

@@ -17,14 +17,22 @@ import httpx
 import msgspec
 import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import ServiceSettings
+from kb_core.tokens import hash_token
 from query_service.identity import IdentityError, JwtVerifier
-from query_service.sessions import digest
 
-__all__ = ["ATTEMPT_VALID_S", "OidcProvider", "SignInAttempt", "SignInError", "is_relative_target"]
+__all__ = [
+    "ATTEMPT_VALID_S",
+    "OidcProvider",
+    "SignInAttempt",
+    "SignInError",
+    "is_relative_target",
+    "purge_sign_in_attempts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +68,12 @@ def is_relative_target(target: str) -> bool:
         return False
     parts = urllib.parse.urlsplit(target)
     return not (parts.scheme or parts.netloc or any(ord(c) < 0x20 or c == "\\" for c in target))
+
+
+async def purge_sign_in_attempts(aconn: psycopg.AsyncConnection) -> int:
+    """Delete the sign-ins that can no longer finish; returns how many."""
+    cur = await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
+    return cur.rowcount
 
 
 def _pkce_challenge(verifier: str) -> str:
@@ -106,16 +120,23 @@ class OidcProvider:
             self._metadata, self._fetched_at = metadata, time.monotonic()
         return self._metadata
 
-    async def start(self, aconn: psycopg.AsyncConnection, return_to: str) -> SignInAttempt:
+    # Each method below takes a connection only around its own queries, never across a call to
+    # the provider: the identity pool is small and authenticates every API request, so a slow
+    # provider holding connections would starve them all (and read as "database down").
+
+    async def start(self, pool: AsyncConnectionPool, return_to: str) -> SignInAttempt:
         """Record a new sign-in and return where to send the browser; `return_to` is a
         relative target (`is_relative_target`)."""
         metadata = await self.metadata()
         state, browser = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(64)
-        await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
-        await aconn.execute(query("create_sign_in_attempt"), {
-            "state_hash": digest(state), "browser_hash": digest(browser), "nonce": nonce,
-            "code_verifier": verifier, "return_to": return_to})
+        async with pool.connection() as aconn:
+            # Also here, not only in the daily purge: sign-ins need no identity, so the table
+            # stays as small as ten minutes of them.
+            await purge_sign_in_attempts(aconn)
+            await aconn.execute(query("create_sign_in_attempt"), {
+                "state_hash": hash_token(state), "browser_hash": hash_token(browser),
+                "nonce": nonce, "code_verifier": verifier, "return_to": return_to})
         params = {"response_type": "code", "client_id": self.client_id,
                   "redirect_uri": self.redirect_uri, "scope": "openid profile email",
                   "state": state, "nonce": nonce, "code_challenge": _pkce_challenge(verifier),
@@ -124,19 +145,19 @@ class OidcProvider:
         url = metadata.authorization_endpoint + separator + urllib.parse.urlencode(params)
         return SignInAttempt(browser=browser, url=url)
 
-    async def finish(self, aconn: psycopg.AsyncConnection, state: str, code: str,
+    async def finish(self, pool: AsyncConnectionPool, state: str, code: str,
                      browser: str | None) -> tuple[Caller, str, str]:
         """The verified employee, a name to show and the path to return to, for the
         provider's answer to a sign-in this browser started; SignInError otherwise."""
-        async with aconn.cursor(row_factory=dict_row) as cur:
+        # Committed as the connection goes back: a state is used up even when what follows
+        # fails.
+        async with pool.connection() as aconn, aconn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("take_sign_in_attempt"),
-                              {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
+                              {"state_hash": hash_token(state), "valid_s": ATTEMPT_VALID_S})
             attempt = await cur.fetchone()
-        # Committed now: a state is used up even when what follows fails.
-        await aconn.commit()
         if attempt is None:
             raise SignInError("unknown or already used sign-in state")
-        if not browser or not hmac.compare_digest(attempt["browser_hash"], digest(browser)):
+        if not browser or not hmac.compare_digest(attempt["browser_hash"], hash_token(browser)):
             raise SignInError("the sign-in was started in another browser")
         if not attempt["fresh"]:
             raise SignInError("the sign-in took too long; start again")
@@ -148,10 +169,11 @@ class OidcProvider:
             raise SignInError(f"ID token refused: {exc.reason}") from None
         return caller, name, attempt["return_to"]
 
-    async def discard(self, aconn: psycopg.AsyncConnection, state: str) -> None:
+    async def discard(self, pool: AsyncConnectionPool, state: str) -> None:
         """Use up a sign-in the provider answered with an error."""
-        await aconn.execute(query("take_sign_in_attempt"),
-                            {"state_hash": digest(state), "valid_s": ATTEMPT_VALID_S})
+        async with pool.connection() as aconn:
+            await aconn.execute(query("take_sign_in_attempt"),
+                                {"state_hash": hash_token(state), "valid_s": ATTEMPT_VALID_S})
 
     async def _exchange(self, code: str, code_verifier: str) -> str:
         metadata = await self.metadata()

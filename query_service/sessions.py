@@ -4,7 +4,6 @@ session that every state-changing request made with the cookie must repeat."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 
 import msgspec
@@ -15,15 +14,11 @@ from psycopg.rows import dict_row
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import ServiceSettings
+from kb_core.tokens import hash_token
 
-__all__ = ["CSRF_HEADER", "SessionStore", "WebSession", "digest"]
+__all__ = ["CSRF_HEADER", "SessionStore", "WebSession"]
 
 CSRF_HEADER = "X-CSRF-Token"
-
-
-def digest(value: str) -> str:
-    """The SHA-256 hex digest stored in place of a secret (256 random bits need no slow hash)."""
-    return hashlib.sha256(value.encode()).hexdigest()
 
 
 class WebSession(msgspec.Struct, frozen=True):
@@ -36,25 +31,29 @@ class SessionStore:
     """Sessions and the cookie that carries them. `secure` comes from the configured public URL,
     never from the request: behind a TLS-terminating proxy the service itself sees http."""
 
-    def __init__(self, *, secure: bool, idle_s: int, max_s: int) -> None:
+    def __init__(self, *, secure: bool, idle_s: int, max_s: int, dev_sign_in: bool) -> None:
         self.secure = secure
         self.idle_s = idle_s
         self.max_s = max_s
+        # A development session names a user nobody verified: it is honoured only while the
+        # service runs with `--dev-user`, never after a restart without it.
+        self.dev_sign_in = dev_sign_in
         # __Host-: a browser keeps such a cookie only if it is Secure, has Path=/ and no Domain,
         # so a sibling subdomain cannot plant one.
         self.cookie_name = "__Host-kb_session" if secure else "kb_session"
 
     @classmethod
-    def from_settings(cls, settings: ServiceSettings) -> SessionStore:
+    def from_settings(cls, settings: ServiceSettings, *, dev_sign_in: bool) -> SessionStore:
         return cls(secure=settings.public_url.startswith("https://"),
-                   idle_s=settings.session_idle_s, max_s=settings.session_max_s)
+                   idle_s=settings.session_idle_s, max_s=settings.session_max_s,
+                   dev_sign_in=dev_sign_in)
 
     async def create(self, aconn: psycopg.AsyncConnection, caller: Caller,
                      display_name: str) -> str:
         """A new session for `caller`; returns the cookie's value, which is stored nowhere."""
         session_id = secrets.token_urlsafe(32)
         await aconn.execute(query("create_web_session"), {
-            "id_hash": digest(session_id), "caller_kind": caller.kind,
+            "id_hash": hash_token(session_id), "caller_kind": caller.kind,
             "subject": caller.subject, "display_name": display_name,
             "groups": list(caller.groups), "csrf_token": secrets.token_urlsafe(32),
             "max_s": self.max_s})
@@ -66,9 +65,9 @@ class SessionStore:
             return None
         async with aconn.cursor(row_factory=dict_row) as cur:
             await cur.execute(query("web_session"),
-                              {"id_hash": digest(session_id), "idle_s": self.idle_s})
+                              {"id_hash": hash_token(session_id), "idle_s": self.idle_s})
             row = await cur.fetchone()
-        if row is None:
+        if row is None or (row["caller_kind"] == "dev" and not self.dev_sign_in):
             return None
         caller = Caller(kind=row["caller_kind"], subject=row["subject"],
                         groups=tuple(row["groups"]))
@@ -77,10 +76,13 @@ class SessionStore:
     async def end(self, aconn: psycopg.AsyncConnection, session_id: str | None) -> None:
         """Forget the session (sign-out, or the one replaced at sign-in)."""
         if session_id:
-            await aconn.execute(query("delete_web_session"), {"id_hash": digest(session_id)})
+            await aconn.execute(query("delete_web_session"), {"id_hash": hash_token(session_id)})
 
     async def purge(self, aconn: psycopg.AsyncConnection) -> int:
-        cur = await aconn.execute(query("purge_web_sessions"), {"idle_s": self.idle_s})
+        """Delete the sessions past their limits, and the development ones when the
+        development sign-in is off; returns how many."""
+        cur = await aconn.execute(query("purge_web_sessions"),
+                                  {"idle_s": self.idle_s, "dev_sign_in": self.dev_sign_in})
         return cur.rowcount
 
     def cookie(self, session_id: str) -> Cookie:

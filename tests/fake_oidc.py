@@ -26,6 +26,12 @@ __all__ = ["FakeOidcProvider", "fake_oidc_provider"]
 CLIENT_ID = "kb-search-web"
 
 
+def _answering() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 @dataclass
 class FakeOidcProvider:
     issuer: str = ""
@@ -35,6 +41,9 @@ class FakeOidcProvider:
         "sub": "emp-1001", "name": "山田 花子", "groups": ["all-employees"]})
     nonce_override: str | None = None  # an ID token carrying this nonce instead of the sent one
     extra_audiences: list[str] = field(default_factory=list)  # ID tokens for other clients too
+    audience_override: str | None = None  # ID tokens for this audience instead of the client
+    # Cleared: the token endpoint holds every request until it is set again (a stalled provider).
+    answering: threading.Event = field(default_factory=_answering)
     key: Any = field(default_factory=lambda: rsa.generate_private_key(65537, 2048))
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, str]] = field(default_factory=list)
@@ -68,6 +77,7 @@ class FakeOidcProvider:
 
     def token(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         self.token_requests.append(form)
+        self.answering.wait()
         with self._lock:
             grant = self._codes.pop(form.get("code", ""), None)  # single use
         if grant is None or form.get("grant_type") != "authorization_code":
@@ -79,7 +89,7 @@ class FakeOidcProvider:
             return 400, {"error": "invalid_grant"}
         now = int(time.time())
         audience = [self.client_id, *self.extra_audiences] if self.extra_audiences else \
-            self.client_id
+            self.audience_override or self.client_id
         claims = {**grant["user"], "iss": self.issuer, "aud": audience, "iat": now,
                   "exp": now + 300, "nonce": self.nonce_override or grant["nonce"]}
         id_token = jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": "fake-1"})
@@ -122,6 +132,7 @@ def fake_oidc_provider() -> Iterator[FakeOidcProvider]:
                 return
             self._reply(*provider.token(dict(urllib.parse.parse_qsl(body))))
 
-    with serve(Handler) as url:
+    # Stalled requests are let go first on the way out, so the server can shut down.
+    with serve(Handler, closing=provider.answering) as url:
         provider.issuer = url
         yield provider

@@ -5,18 +5,26 @@ measure retrieval quality)."""
 from __future__ import annotations
 
 import dataclasses
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 import psycopg
+import uvicorn
 from litestar import Litestar
 
+from kb_cli.serve import server_config
 from kb_core.callers import Caller
-from kb_core.settings import Settings
+from kb_core.settings import ServiceSettings, Settings
 from kb_pipeline.in_process import ingest_paths
 from query_service.app import create_app
 
-__all__ = ["CORPUS", "HOLIDAY_QUESTION", "document_id", "index_corpus", "web_app"]
+__all__ = ["CORPUS", "HOLIDAY_QUESTION", "document_id", "free_port", "index_corpus", "served",
+           "web_app"]
 
 CORPUS = {
     "all/休暇規程.md": (
@@ -56,3 +64,28 @@ def web_app(settings: Settings, dev_user: Caller | None = None, **service: objec
     service = {"rate_limit_per_minute": 0} | service
     return create_app(dataclasses.replace(
         settings, service=dataclasses.replace(settings.service, **service)), dev_user)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served(app: Litestar, port: int,
+           trusted_proxies: tuple[str, ...] = ServiceSettings.trusted_proxies) -> Iterator[str]:
+    """`app` served as `kb serve` serves it, on 127.0.0.1:`port` in a thread, for tests that
+    need a real server (the test client runs one request at a time); yields its URL."""
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, trusted_proxies))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the service did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

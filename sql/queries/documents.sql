@@ -25,13 +25,3 @@ ORDER BY c.chunk_index;
 SELECT d.source_uri, d.path, d.checksum, d.size_bytes
 FROM documents d
 WHERE d.id = %(id)s AND d.allowed_groups && %(groups)s::text[];
-
--- name: recent_questions
--- The caller's own latest distinct questions, newest first.
-SELECT question FROM (
-    SELECT question, max(created_at) AS asked_at FROM query_log
-    WHERE caller_kind = %(caller_kind)s AND caller_subject = %(caller_subject)s
-    GROUP BY question
-) q
-ORDER BY asked_at DESC
-LIMIT %(limit)s;

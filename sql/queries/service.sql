@@ -11,6 +11,16 @@ SELECT id, %(helpful)s, %(comment)s FROM query_log
 WHERE id = %(query_id)s AND caller_kind = %(caller_kind)s AND caller_subject = %(caller_subject)s
 RETURNING id;
 
+-- name: recent_questions
+-- The caller's own latest distinct questions, newest first (index query_log_by_caller).
+SELECT question FROM (
+    SELECT question, max(created_at) AS asked_at FROM query_log
+    WHERE caller_kind = %(caller_kind)s AND caller_subject = %(caller_subject)s
+    GROUP BY question
+) q
+ORDER BY asked_at DESC
+LIMIT %(limit)s;
+
 -- name: purge_query_log
 DELETE FROM query_log WHERE created_at < now() - make_interval(days => %(days)s);
 

@@ -23,7 +23,8 @@ DELETE FROM web_sessions WHERE id_hash = %(id_hash)s;
 
 -- name: purge_web_sessions
 DELETE FROM web_sessions
-WHERE expires_at <= now() OR last_seen_at <= now() - make_interval(secs => %(idle_s)s);
+WHERE expires_at <= now() OR last_seen_at <= now() - make_interval(secs => %(idle_s)s)
+   OR (caller_kind = 'dev' AND NOT %(dev_sign_in)s);
 
 -- name: create_sign_in_attempt
 INSERT INTO sign_in_attempts (state_hash, browser_hash, nonce, code_verifier, return_to)

@@ -4,6 +4,8 @@ the caller's recent questions: the real app and database, API tokens of two grou
 from __future__ import annotations
 
 import hashlib
+import os
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,7 +13,9 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
+from kb_core.queries import query
 from kb_core.tokens import TokenStore
+from kb_search.documents import indexed_original, verified_copy
 from tests.web_app import HOLIDAY_QUESTION, document_id, index_corpus, web_app
 
 pytestmark = pytest.mark.anyio
@@ -144,6 +148,36 @@ async def test_an_original_downloads_as_an_attachment_only_while_its_checksum_ma
         assert grown.status_code == 409
 
 
+async def test_a_large_original_is_checked_and_sent_from_a_copy_never_read_whole(
+    settings, corpus, headers, ids
+):
+    # A 20 MiB original, its indexed checksum and size made to match.
+    page, path = ids["案内.html"], corpus / "all" / "案内.html"
+    content = os.urandom(20 * 2**20)
+    path.write_bytes(content)
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE documents SET checksum = %s, size_bytes = %s WHERE id = %s",
+                     (hashlib.sha256(content).hexdigest(), len(content), page))
+        indexed = indexed_original(conn, page, ["all-employees"])
+    tracemalloc.start()
+    try:
+        original = verified_copy(indexed)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20, f"{peak} bytes held to check a {len(content)}-byte file"
+    # What was checked is what is sent, whatever happens to the file meanwhile.
+    path.write_bytes(b"x" * len(content))
+    with original.content as copy:
+        assert copy.read() == content
+
+    path.write_bytes(content)
+    async with AsyncTestClient(app=web_app(settings, document_downloads=True)) as client:
+        response = await client.get(f"/v1/documents/{page}/original", headers=headers["portal"])
+    assert response.status_code == 200 and response.content == content
+    assert response.headers["content-length"] == str(len(content))
+
+
 async def test_recent_questions_are_the_callers_own_newest_first(client, headers):
     for question in ("社員食堂の営業時間は？", HOLIDAY_QUESTION, "社員食堂の営業時間は？"):
         response = await client.post("/v1/ask", json={"question": question},
@@ -153,3 +187,18 @@ async def test_recent_questions_are_the_callers_own_newest_first(client, headers
     assert mine.json() == {"questions": ["社員食堂の営業時間は？", HOLIDAY_QUESTION]}
     others = await client.get("/v1/recent-questions", headers=headers["hr-bot"])
     assert others.json() == {"questions": []}
+
+
+def test_recent_questions_read_only_the_callers_entries_of_the_query_log(conn):
+    # 20,000 entries of 2,000 callers: one caller's questions must not cost a scan of them all.
+    conn.execute(
+        "INSERT INTO query_log (id, created_at, caller_kind, caller_subject, groups, question, "
+        "answer, found, verified, answerer, hits, latency_ms) "
+        "SELECT gen_random_uuid(), now() - i * interval '1 minute', 'jwt', 'emp-' || i % 2000, "
+        "'{g}', 'question ' || i, 'a', true, true, 'extractive', '[]', 1 "
+        "FROM generate_series(1, 20000) i")
+    conn.execute("ANALYZE query_log")
+    plan = "\n".join(r[0] for r in conn.execute(
+        "EXPLAIN " + query("recent_questions"),
+        {"caller_kind": "jwt", "caller_subject": "emp-7", "limit": 10}))
+    assert "query_log_by_caller" in plan and "Seq Scan" not in plan, plan

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from kb_core.database import connect
 from kb_core.settings import REPO_ROOT
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
-from tests.web_app import HOLIDAY_QUESTION, index_corpus, web_app
+from tests.web_app import HOLIDAY_QUESTION, free_port, index_corpus, served, web_app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = REPO_ROOT / "tests" / "screenshots"
@@ -46,32 +42,17 @@ def provider() -> Iterator[FakeOidcProvider]:
         yield p
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def service(settings, instance, tmp_path, provider) -> Iterator[str]:
     """The query service over the test corpus at http://127.0.0.1:<port>, sign-in through the
     fake provider."""
     index_corpus(tmp_path / "corpus", settings, instance)
-    port = _free_port()
-    public_url = f"http://127.0.0.1:{port}"
+    port = free_port()
     app = web_app(settings, jwt_issuer=provider.issuer, jwt_audience=CLIENT_ID,
                   jwt_jwks=f"{provider.issuer}/jwks", oidc_client_id=CLIENT_ID,
-                  public_url=public_url, document_downloads=True)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the service did not start"
-        time.sleep(0.05)
-    yield public_url
-    server.should_exit = True
-    thread.join(timeout=10)
+                  public_url=f"http://127.0.0.1:{port}", document_downloads=True)
+    with served(app, port) as url:
+        yield url
 
 
 @pytest.fixture

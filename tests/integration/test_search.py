@@ -14,7 +14,7 @@ from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
 from kb_pipeline.in_process import ingest_paths
-from kb_search.documents import document_view, original_file
+from kb_search.documents import document_view, indexed_original
 from kb_search.search import MODES, Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
 from tests import configured
@@ -175,7 +175,7 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
     uri = uris[opened[0]]
     view = document_view(conn, documents[uri], sorted(caller), chunk_id)
     assert (view is not None) == (uri == owner and bool(allowed[uri] & caller))
-    assert (original_file(conn, documents[uri], sorted(caller)) is not None) == bool(
+    assert (indexed_original(conn, documents[uri], sorted(caller)) is not None) == bool(
         allowed[uri] & caller)
 
 

@@ -3,10 +3,14 @@ provider on 127.0.0.1 (tests/fake_oidc.py) that the app reaches over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -15,10 +19,10 @@ from litestar.testing import AsyncTestClient
 
 from kb_core.callers import Caller
 from kb_core.database import connect
-from kb_core.tokens import TokenStore
-from query_service.sessions import digest
+from kb_core.queries import query
+from kb_core.tokens import TokenStore, hash_token
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
-from tests.web_app import HOLIDAY_QUESTION, index_corpus, web_app
+from tests.web_app import HOLIDAY_QUESTION, free_port, index_corpus, served, web_app
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +108,7 @@ async def test_sign_in_gives_a_session_with_the_groups_of_the_verified_id_token(
         stored = conn.execute("SELECT id_hash, caller_kind, subject, groups FROM web_sessions"
                               ).fetchall()
     # Only the hash of the cookie's value is kept.
-    assert stored == [(digest(session_id), "jwt", "emp-7", ["hr"])]
+    assert stored == [(hash_token(session_id), "jwt", "emp-7", ["hr"])]
     # The request cannot name groups: the body is refused, the session's groups stand.
     search = await client.post("/v1/search", json={"query": "給与支給日"},
                                headers={"X-CSRF-Token": csrf_of(page.text)})
@@ -160,12 +164,30 @@ async def test_an_id_token_with_another_nonce_is_refused(client, provider):
 
 
 async def test_an_id_token_for_another_client_is_refused(client, provider):
-    provider.client_id = "another-app"
-    request = await start_sign_in(client)
-    request["client_id"] = "another-app"  # the provider issues it for that client
-    answer = provider_answer(provider, request)
-    response = await client.get("/auth/callback", params=answer, follow_redirects=False)
+    provider.audience_override = "another-app"
+    response = await sign_in(client, provider)
     assert response.status_code == 400
+    assert response.json()["detail"] == "ID token refused: wrong audience"
+    assert "kb_session" not in client.cookies
+
+
+async def test_an_id_token_issued_to_another_party_is_refused_even_for_this_audience(
+    client, provider
+):
+    provider.user = {**provider.user, "azp": "another-app"}
+    refused = await sign_in(client, provider)
+    assert refused.status_code == 400 and "another party" in refused.json()["detail"]
+
+
+async def test_the_providers_error_text_is_logged_not_shown(client, provider, caplog):
+    request = await start_sign_in(client)
+    wording = "Your account is locked: call +81-3-0000-0000"
+    response = await client.get("/auth/callback", params={"state": request["state"],
+                                                          "error": wording},
+                                follow_redirects=False, headers={"Accept": "text/html"})
+    assert response.status_code == 400 and wording not in response.text
+    assert "the identity provider refused the sign-in" in response.text
+    assert wording in caplog.text
 
 
 async def test_an_id_token_for_several_clients_must_name_this_one_as_its_party(client, provider):
@@ -174,6 +196,40 @@ async def test_an_id_token_for_several_clients_must_name_this_one_as_its_party(c
     assert refused.status_code == 400 and "another party" in refused.json()["detail"]
     provider.user = {**provider.user, "azp": CLIENT_ID}
     assert (await sign_in(client, provider)).status_code == 303
+
+
+def _provider_answer_in(browser: httpx.Client, service: str) -> str:
+    """A sign-in started by `browser` and answered by the provider: the callback's URL."""
+    login = browser.get(f"{service}/auth/login")
+    at_provider = httpx.get(login.headers["location"])
+    assert at_provider.status_code == 302
+    return at_provider.headers["location"]
+
+
+def test_api_requests_are_answered_while_the_provider_stalls_sign_ins(settings, provider):
+    port = free_port()
+    app = web_app(settings, **oidc(provider, f"http://127.0.0.1:{port}"))
+    with connect(settings.database_url, autocommit=True) as conn:
+        api_token = TokenStore.create(conn, "portal", ["all-employees"])
+    # More browsers waiting on the provider than the identity pool has connections.
+    with served(app, port) as service, ThreadPoolExecutor(6) as pool, ExitStack() as closing:
+        browsers = [closing.enter_context(httpx.Client(timeout=30)) for _ in range(6)]
+        callbacks = [_provider_answer_in(b, service) for b in browsers]
+        provider.answering.clear()
+        try:
+            signed_in = [pool.submit(b.get, url)
+                         for b, url in zip(browsers, callbacks, strict=True)]
+            deadline = time.monotonic() + 3
+            while len(provider.token_requests) < len(browsers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            started = time.monotonic()
+            response = httpx.get(f"{service}/v1/recent-questions",
+                                 headers={"Authorization": f"Bearer {api_token}"}, timeout=30)
+            assert response.status_code == 200, response.text
+            assert time.monotonic() - started < 2
+        finally:
+            provider.answering.set()
+        assert [f.result().status_code for f in signed_in] == [303] * len(browsers)
 
 
 async def test_a_return_target_on_another_site_is_refused(client):
@@ -249,13 +305,44 @@ async def test_sign_out_ends_the_session_on_the_server(client, provider, setting
     assert (await client.get("/v1/recent-questions")).status_code == 401
 
 
+async def test_signing_out_of_an_ended_session_clears_its_cookie(client, provider, settings):
+    await sign_in(client, provider)
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE web_sessions SET expires_at = now() - interval '1 second'")
+    response = await client.post("/auth/logout")
+    assert response.status_code == 204 and "Max-Age=0" in response.headers["set-cookie"]
+    assert "kb_session" not in client.cookies
+
+
+async def test_a_bearer_token_wins_over_a_session_cookie_and_never_falls_back_to_it(
+    client, provider, settings
+):
+    await sign_in(client, provider)
+    assert (await client.get("/v1/recent-questions")).status_code == 200
+    with connect(settings.database_url, autocommit=True) as conn:
+        api_token = TokenStore.create(conn, "portal", ["all-employees"])
+    # The token is the credential: no CSRF token is asked for, though the cookie rides along.
+    body = {"question": HOLIDAY_QUESTION}
+    ok = await client.post("/v1/ask", json=body, headers={"Authorization": f"Bearer {api_token}"})
+    assert ok.status_code == 200, ok.text
+    for bad in (f"Bearer {api_token}x", "Bearer not-a-token", "Basic dXNlcjpwYXNz"):
+        for method, path in (("GET", "/v1/recent-questions"), ("POST", "/v1/ask")):
+            response = await client.request(method, path, headers={"Authorization": bad},
+                                            json=body if method == "POST" else None)
+            assert response.status_code == 401, (bad, path, response.text)
+
+
 async def test_the_cookie_is_secure_where_the_public_url_is_https(settings, provider):
     app = web_app(settings, **oidc(provider, "https://kb.example.co.jp"))
     async with AsyncTestClient(app=app, base_url="https://kb.example.co.jp") as client:
-        request = await start_sign_in(client)
+        login = await client.get("/auth/login", follow_redirects=False)
+        assert "; Path=/;" in login.headers["set-cookie"] and "Secure" in login.headers[
+            "set-cookie"]
+        request = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
+            login.headers["location"]).query))
         assert request["redirect_uri"] == "https://kb.example.co.jp/auth/callback"
-        browser = client.cookies  # the sign-in cookie is Secure too
-        assert "kb_signin" in browser
+        # The sign-in cookie is Secure too, and __Host- so no sibling subdomain can plant one.
+        assert "__Host-kb_signin" in client.cookies
         response = httpx.get(f"{provider.issuer}/authorize", params=request,
                              follow_redirects=False)
         answer = dict(urllib.parse.parse_qsl(
@@ -277,15 +364,92 @@ async def test_without_sign_in_configured_the_page_says_how_to_configure_it(sett
         assert login.status_code == 400
 
 
+DEV_USER = Caller(kind="dev", subject="開発ユーザー", groups=("all-employees",))
+LOOPBACK_URL = "http://127.0.0.1:8000"  # where `kb serve --dev-user` listens
+
+
 async def test_the_development_sign_in_is_labelled_on_the_page(settings):
-    user = Caller(kind="dev", subject="開発ユーザー", groups=("all-employees",))
-    async with AsyncTestClient(app=web_app(settings, dev_user=user)) as client:
+    async with AsyncTestClient(app=web_app(settings, dev_user=DEV_USER),
+                               base_url=LOOPBACK_URL) as client:
         response = await client.get("/auth/login", follow_redirects=False)
         assert response.status_code == 303 and response.headers["location"] == "/"
         page = await client.get("/")
         assert 'data-signed-in="true"' in page.text
         assert "開発用サインイン：開発ユーザー" in page.text
         assert "本番環境では使用しないでください" in page.text
+
+
+async def test_the_development_sign_in_answers_to_loopback_names_only(settings):
+    # A rebound name (evil.example resolving to 127.0.0.1) must not reach the sign-in.
+    async with AsyncTestClient(app=web_app(settings, dev_user=DEV_USER),
+                               base_url=LOOPBACK_URL) as client:
+        for host in ("evil.example", "evil.example:8000", "127.0.0.1.evil.example:8000"):
+            response = await client.get("/auth/login", headers={"Host": host},
+                                        follow_redirects=False)
+            assert response.status_code == 400, host
+            assert "kb_session" not in response.headers.get("set-cookie", "")
+        for host in ("127.0.0.1:8000", "localhost:8000", "[::1]:8000", "localhost"):
+            page = await client.get("/", headers={"Host": host})
+            assert page.status_code == 200, host
+        # Health probes name whatever address they reach.
+        assert (await client.get("/healthz", headers={"Host": "10.0.0.7:8000"})).status_code \
+            == 200
+
+
+async def test_only_the_public_urls_host_is_served_where_it_is_configured(settings, provider):
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
+                               base_url=PUBLIC_URL) as client:
+        assert (await client.get("/", headers={"Host": "evil.example"})).status_code == 400
+        assert (await client.get("/")).status_code == 200
+
+
+async def test_development_sessions_end_when_the_development_sign_in_is_off(settings, provider):
+    async with AsyncTestClient(app=web_app(settings, dev_user=DEV_USER),
+                               base_url=LOOPBACK_URL) as dev:
+        await dev.get("/auth/login", follow_redirects=False)
+        assert (await dev.get("/v1/recent-questions")).status_code == 200
+        kept = dev.cookies["kb_session"]
+    # Restarted without --dev-user: the stored development session is deleted at start-up...
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
+                               base_url=PUBLIC_URL) as client:
+        deadline = time.monotonic() + 10
+        while _dev_sessions(settings):
+            assert time.monotonic() < deadline, "the development session was not deleted"
+            await asyncio.sleep(0.05)
+        # ...and one stored meanwhile (by another instance still in development mode) refused.
+        with connect(settings.database_url, autocommit=True) as conn:
+            conn.execute(query("create_web_session"), {
+                "id_hash": hash_token(kept), "caller_kind": "dev", "subject": DEV_USER.subject,
+                "display_name": DEV_USER.subject, "groups": list(DEV_USER.groups),
+                "csrf_token": "t", "max_s": 3600})
+        client.cookies.set("kb_session", kept)
+        assert (await client.get("/v1/recent-questions")).status_code == 401
+        assert 'data-signed-in="false"' in (await client.get("/")).text
+
+
+def _dev_sessions(settings) -> int:
+    return _count(settings, "SELECT count(*) FROM web_sessions WHERE caller_kind = 'dev'")
+
+
+def _count(settings, sql: str) -> int:
+    with connect(settings.database_url, autocommit=True) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+async def test_ended_sessions_and_stale_sign_ins_are_purged_at_start_up(settings, provider):
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)),
+                               base_url=PUBLIC_URL) as client:
+        await sign_in(client, provider)
+        await start_sign_in(client)
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE web_sessions SET expires_at = now() - interval '1 second'")
+        conn.execute("UPDATE sign_in_attempts SET created_at = now() - interval '11 minutes'")
+    async with AsyncTestClient(app=web_app(settings, **oidc(provider)), base_url=PUBLIC_URL):
+        deadline = time.monotonic() + 10
+        while (_count(settings, "SELECT count(*) FROM web_sessions")
+               or _count(settings, "SELECT count(*) FROM sign_in_attempts")):
+            assert time.monotonic() < deadline, "nothing was purged"
+            await asyncio.sleep(0.05)
 
 
 def test_kb_serve_refuses_the_development_sign_in_on_a_non_loopback_address():
@@ -304,3 +468,26 @@ async def test_sign_in_requests_are_rate_limited_by_the_clients_address(settings
         codes = [(await client.get("/auth/login", follow_redirects=False)).status_code
                  for _ in range(3)]
     assert codes == [303, 303, 429]
+
+
+def test_behind_a_trusted_proxy_sign_ins_are_limited_by_each_employees_address(
+    settings, provider
+):
+    def logins(service: str, employee: str) -> list[int]:
+        return [httpx.get(f"{service}/auth/login", headers={"X-Forwarded-For": employee}
+                          ).status_code for _ in range(3)]
+
+    def served_behind(trusted_proxies: tuple[str, ...]):
+        port = free_port()
+        app = web_app(settings, **oidc(provider, f"http://127.0.0.1:{port}"),
+                      rate_limit_per_minute=1, rate_limit_burst=2)
+        return served(app, port, trusted_proxies)
+
+    # The proxy (here 127.0.0.1) is trusted: each employee it names has a bucket of its own.
+    with served_behind(("127.0.0.1",)) as service:
+        assert logins(service, "192.0.2.1") == [303, 303, 429]
+        assert logins(service, "192.0.2.2") == [303, 303, 429]
+    # Anyone else's X-Forwarded-For is ignored: it cannot buy a fresh bucket.
+    with served_behind(("192.0.2.254",)) as service:
+        assert logins(service, "192.0.2.1") == [303, 303, 429]
+        assert logins(service, "192.0.2.2") == [429, 429, 429]
