@@ -24,7 +24,7 @@ from kb_core.callers import Caller
 from kb_search.asking import AskResult
 from kb_search.knowledge import KnowledgeService, public
 from kb_search.search import SearchResult
-from query_service.errors import ServiceError
+from query_service.errors import ServiceError, refuse_unknown_query
 from query_service.identity import IdentityError, identify
 from query_service.sessions import CSRF_HEADER, WebSession
 
@@ -228,7 +228,8 @@ class KnowledgeController(Controller):
             raise ServiceError("no such query for this caller", code="unknown_query")
         return FeedbackReceipt(ok=True)
 
-    @get("/recent-questions", operation_id="recent_questions", responses=ERROR_RESPONSES)
+    @get("/recent-questions", operation_id="recent_questions", responses=ERROR_RESPONSES,
+         before_request=refuse_unknown_query)
     async def recent_questions(self, caller: Caller, state: State) -> RecentQuestions:
         """The caller's own latest questions (their text only), newest first."""
         service: KnowledgeService = state.service

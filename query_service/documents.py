@@ -28,7 +28,7 @@ from kb_search.documents import (
     verified_copy,
 )
 from query_service.api import BEARER, ERROR_RESPONSES, error_response, provide_caller
-from query_service.errors import ServiceError
+from query_service.errors import ServiceError, refuse_unknown_query
 
 __all__ = ["DocumentsController"]
 
@@ -81,7 +81,8 @@ class DocumentsController(Controller):
     dependencies = {"caller": Provide(provide_caller)}
     security = [{BEARER: []}]
 
-    @get("/{document_id:int}", operation_id="document", responses=RESPONSES)
+    @get("/{document_id:int}", operation_id="document", responses=RESPONSES,
+         before_request=refuse_unknown_query)
     async def document(self, document_id: Id, caller: Caller, state: State,
                        chunk_id: Annotated[int | None, Parameter(
                            ge=1, le=MAX_ID, schema_extra=OPTIONAL_INTEGER)] = None
@@ -97,6 +98,7 @@ class DocumentsController(Controller):
         return view
 
     @get("/{document_id:int}/original", operation_id="document_original",
+         before_request=refuse_unknown_query,
          responses=RESPONSES | {409: error_response("The file has changed since it was indexed")},
          media_type="application/octet-stream")
     async def original(self, document_id: Id, caller: Caller, state: State) -> Stream:

@@ -36,6 +36,15 @@ class ServiceError(Exception):
             self.code = code
 
 
+async def refuse_unknown_query(request: Request) -> None:
+    """A `before_request` of GET operations: a query parameter the operation does not take is
+    refused, not ignored (a misspelt `chunk_id` would silently show the whole document)."""
+    known = request.route_handler.parsed_fn_signature.parameters
+    unknown = sorted(set(request.query_params) - set(known))
+    if unknown:
+        raise ServiceError(f"unknown query parameter {unknown[0]!r}")
+
+
 class RateLimitedError(ServiceError):
     status_code = 429
     code = "rate_limited"

@@ -105,6 +105,17 @@ async def test_identifiers_out_of_range_are_refused_with_400(client, headers):
         assert response.status_code == 400, (path, response.text)
 
 
+async def test_a_query_parameter_the_operation_does_not_take_is_refused(client, headers, ids):
+    document = ids["休暇規程.md"]
+    for path in (f"/v1/documents/{document}?chunk=1", f"/v1/documents/{document}/original?x=1",
+                 "/v1/recent-questions?limit=3"):
+        response = await client.get(path, headers=headers["portal"])
+        assert response.status_code == 400, (path, response.text)
+        assert response.json()["error"] == "invalid_request"
+    ok = await client.get(f"/v1/documents/{document}", headers=headers["portal"])
+    assert ok.status_code == 200
+
+
 async def test_originals_cannot_be_downloaded_unless_the_operator_turns_it_on(
     client, headers, ids
 ):
