@@ -18,6 +18,7 @@ from kb_core.embeddings import Embedder, embedder_for_index, make_embedder
 from kb_core.index_model import recorded_model
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
+from kb_search.fusion import PLAIN, Fusion, fusion_for
 from kb_search.planner import QueryPlan, plan_question
 from kb_search.rerankers import Candidate, Reranker, rerank_or_fallback
 from kb_search.synonyms import Synonyms
@@ -126,8 +127,10 @@ def hybrid_search(
     groups: list[str],
     k: int = 10,
     mode: Mode = "hybrid",
+    fusion: Fusion = PLAIN,
 ) -> tuple[SearchResult, list[Evidence]]:
-    """The top `k` passages the caller's groups may see, best first, with their evidence."""
+    """The top `k` passages the caller's groups may see, best first, with their evidence; the
+    legs fused as `fusion` weighs them."""
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
@@ -149,6 +152,10 @@ def hybrid_search(
         "max_candidates": MAX_CANDIDATES,
         "full_coverage": FULL_COVERAGE,
         "keyword_weight": plan.keyword_weight,
+        "fusion_k": fusion.k,
+        "vector_bias": fusion.vector_bias,
+        "vector_margin": fusion.vector_margin,
+        "keyword_margin": fusion.keyword_margin,
         "k": k,
     }
     rows = conn.execute(query("hybrid_search"), params).fetchall()
@@ -242,7 +249,7 @@ class Searcher:
             if mode != "keyword" and prepared.model != model:
                 prepared = self._prepare(prepared.plan.question, mode, model)
             result, evidence = hybrid_search(
-                conn, prepared.plan, prepared.vector, groups, fetch, mode
+                conn, prepared.plan, prepared.vector, groups, fetch, mode, fusion_for(model)
             )
         if self.reranker:
             result, evidence = self._rerank(result, evidence, k)

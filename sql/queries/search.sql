@@ -1,10 +1,11 @@
 -- name: hybrid_search
 -- Both legs and their fusion in one round trip. Each leg filters by the caller's groups
--- before ranking; the fused order is Reciprocal Rank Fusion (k = 60), the keyword leg's vote
--- weighted by keyword_weight (the planner's lean on it for code questions), plus one rank-1
--- share for passages containing every code of the question (ZP-2041, 第22条). A keyword hit
--- counts in full only when it holds at least full_coverage of the question's informative
--- terms: one that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
+-- before ranking; the fused order is Reciprocal Rank Fusion, each leg's vote weighed by the
+-- evidence it gives for this question (its margin, kb_search/fusion.py), the keyword leg's
+-- also by keyword_weight (the planner's lean on it for code questions), plus one rank-1 share
+-- for passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts
+-- in full only when it holds at least full_coverage of the question's informative terms: one
+-- that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
 WITH total AS (
     SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
 ),
@@ -97,15 +98,26 @@ coded AS (
       AND c.id IN (SELECT id FROM vec UNION SELECT id FROM kw)
       AND c.keywords @@ %(code_query)s::tsquery
 ),
+-- Each leg's margin: how far its best passage stands above its fifth (0 with fewer than two).
+weights AS (
+    SELECT exp(%(vector_bias)s + %(vector_margin)s
+               * coalesce((SELECT max(similarity) - min(similarity) FROM vec WHERE rank <= 5), 0))
+           AS vector,
+           %(keyword_weight)s * exp(%(keyword_margin)s
+               * coalesce((SELECT 1 - min(score) / nullif(max(score), 0) FROM kw WHERE rank <= 5),
+                          0))
+           AS keyword
+),
 fused AS (
     SELECT coalesce(v.id, k.id) AS id, v.rank AS vector_rank, k.rank AS keyword_rank,
            v.similarity, k.score AS keyword_score, k.coverage,
-           coalesce(1.0 / (60 + v.rank), 0)
-           + %(keyword_weight)s
-             * coalesce(least(1, k.coverage / %(full_coverage)s) / (60 + k.rank), 0)
-           + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded) THEN 1.0 / 61 ELSE 0 END
+           w.vector * coalesce(1.0 / (%(fusion_k)s + v.rank), 0)
+           + w.keyword
+             * coalesce(least(1, k.coverage / %(full_coverage)s) / (%(fusion_k)s + k.rank), 0)
+           + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded)
+                  THEN 1.0 / (%(fusion_k)s + 1) ELSE 0 END
            AS score
-    FROM vec v FULL OUTER JOIN kw k ON k.id = v.id
+    FROM vec v FULL OUTER JOIN kw k ON k.id = v.id CROSS JOIN weights w
 )
 SELECT f.id AS chunk_id, d.id AS document_id, d.source_uri, d.path, d.title, c.heading,
        c.location AS page, c.chunk_index, c.content, f.score, f.vector_rank, f.keyword_rank,

@@ -1,0 +1,199 @@
+"""Fits the fusion of the two legs (kb_search/fusion.py) from the development sets and reports
+its held-out figures; with --write, commits it to kb_search/fusion.json.
+
+Each set is indexed in an installation of its own (term statistics are per index):
+
+    .venv/bin/python fit/fusion.py \\
+        --set samples/eval.jsonl=/tmp/kbdev:all-employees \\
+        --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
+
+Every answerable question is searched once through the product's hybrid query, which returns
+every candidate of both legs (each leg's top 50) with its ranks and evidence; a candidate is
+relevant as `kb eval` counts it (a passage of the expected document that holds the gold answer
+where the question gives one). The fusion of sql/queries/search.sql is then recomputed here for
+each point of a grid of its numbers, and scored by MRR@10, each set weighing as much as the
+other whatever its size. Figures are cross-validated: five folds grouped by expected document,
+each fold scored with the numbers that were best on the other four.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import psycopg
+
+from kb_cli.database import prepare_database
+from kb_core.database import connect
+from kb_core.settings import Settings
+from kb_search.engine import build_searcher
+from kb_search.evaluation import holds_answer, load_questions, source_matches
+from kb_search.fusion import FUSION_FILE, Fusion
+from kb_search.planner import QueryPlan
+from kb_search.search import (
+    FULL_COVERAGE,
+    LEG_LIMIT,
+    Evidence,
+    SearchResult,
+    configure_search_session,
+    hybrid_search,
+)
+
+FOLDS = 5
+GRID = {
+    "k": (10.0, 20.0, 30.0, 60.0),
+    "vector_bias": (-0.4, -0.2, 0.0, 0.2, 0.4, 0.6),
+    "vector_margin": (0.0, 10.0, 20.0, 40.0),
+    "keyword_margin": (0.0, 1.0, 2.0, 3.0),
+}
+
+
+@dataclasses.dataclass
+class Candidates:
+    """One question's candidates: ranks (0 where a leg did not find it) and evidence."""
+
+    vector_rank: np.ndarray
+    keyword_rank: np.ndarray
+    similarity: np.ndarray
+    keyword_score: np.ndarray
+    coverage: np.ndarray
+    coded: np.ndarray  # holds every code of the question
+    relevant: np.ndarray
+    keyword_weight: float
+    fold: int
+
+    def mrr(self, fusion: Fusion) -> float:
+        order = np.argsort(-self.scores(fusion), kind="stable")[:10]
+        hits = np.flatnonzero(self.relevant[order])
+        return 1.0 / (hits[0] + 1) if len(hits) else 0.0
+
+    def scores(self, f: Fusion) -> np.ndarray:
+        """The fused score of sql/queries/search.sql (ties there go to the lower chunk id,
+        here to the earlier candidate: rare enough not to move the fit)."""
+        found_v, found_k = self.vector_rank > 0, self.keyword_rank > 0
+        top_v = np.sort(self.similarity[found_v & (self.vector_rank <= 5)])
+        top_k = np.sort(self.keyword_score[found_k & (self.keyword_rank <= 5)])
+        margin_v = top_v[-1] - top_v[0] if len(top_v) else 0.0
+        margin_k = 1 - top_k[0] / top_k[-1] if len(top_k) and top_k[-1] else 0.0
+        vector = np.exp(f.vector_bias + f.vector_margin * margin_v)
+        keyword = self.keyword_weight * np.exp(f.keyword_margin * margin_k)
+        votes_v = np.where(found_v, 1 / (f.k + np.maximum(self.vector_rank, 1)), 0)
+        votes_k = np.where(found_k, np.minimum(1, self.coverage / FULL_COVERAGE)
+                           / (f.k + np.maximum(self.keyword_rank, 1)), 0)
+        return vector * votes_v + keyword * votes_k + self.coded / (f.k + 1)
+
+
+@dataclasses.dataclass
+class DevSet:
+    name: str
+    embedder: str
+    questions: list[Candidates]
+
+    def mrr(self, fusion: Fusion, folds: set[int]) -> float:
+        chosen = [q for q in self.questions if q.fold in folds]
+        return sum(q.mrr(fusion) for q in chosen) / max(len(chosen), 1)
+
+
+def candidates(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
+               evidence: list[Evidence], relevant: list[bool], fold: int) -> Candidates:
+    """A question's candidates, from a search that returned every one of them."""
+    ids = [h.chunk_id for h in result.hits]
+    coded = set() if plan.code_query is None else {row[0] for row in conn.execute(
+        "SELECT id FROM chunks WHERE id = ANY(%s) AND keywords @@ %s::tsquery",
+        (ids, plan.code_query))}
+    return Candidates(
+        vector_rank=np.array([h.ranks.vector or 0 for h in result.hits]),
+        keyword_rank=np.array([h.ranks.keyword or 0 for h in result.hits]),
+        similarity=np.array([e.similarity or 0.0 for e in evidence]),
+        keyword_score=np.array([e.keyword_score or 0.0 for e in evidence]),
+        coverage=np.array([e.coverage or 0.0 for e in evidence]),
+        coded=np.array([i in coded for i in ids], dtype=float),
+        relevant=np.array(relevant, dtype=bool),
+        keyword_weight=plan.keyword_weight,
+        fold=fold,
+    )
+
+
+def collect(path: Path, home: Path, groups: list[str]) -> DevSet:
+    settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
+    searcher = build_searcher(settings)
+    questions = [q for q in load_questions(path) if q.answerable]
+    folds = {d: i % FOLDS for i, d in enumerate(sorted({q.expected_source for q in questions}))}
+    collected = []
+    started = time.perf_counter()
+    with connect(settings.database_url, autocommit=True) as conn:
+        configure_search_session(conn)
+        searcher.follow(conn)
+        for q in questions:
+            caller = list(q.groups if q.groups is not None else groups)
+            prepared = searcher.prepare(q.question)
+            result, evidence = hybrid_search(conn, prepared.plan, prepared.vector, caller,
+                                             2 * LEG_LIMIT)
+            relevant = [source_matches(h.source_uri, q.expected_source or "")
+                        and (q.answer is None or holds_answer(h.content, q.answer))
+                        for h in result.hits]
+            collected.append(candidates(conn, prepared.plan, result, evidence, relevant,
+                                        folds[q.expected_source]))
+    print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
+          file=sys.stderr)
+    return DevSet(f"{path.parent.name}/{path.name}", searcher.model or searcher.configured,
+                  collected)
+
+
+def _grid() -> list[Fusion]:
+    return [Fusion(**dict(zip(GRID, values, strict=True)))
+            for values in itertools.product(*GRID.values())]
+
+
+def best(sets: list[DevSet], folds: set[int]) -> Fusion:
+    """The grid point with the best MRR@10 over `folds`, the sets weighing alike."""
+    return max(_grid(), key=lambda f: sum(s.mrr(f, folds) for s in sets))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", action="append", required=True, metavar="EVAL=HOME:GROUPS",
+                        help="a question set, the KB_HOME that indexes it, its default groups")
+    parser.add_argument("--write", action="store_true", help=f"write {FUSION_FILE.name}")
+    args = parser.parse_args()
+    sets = []
+    for spec in args.set:
+        path, _, rest = spec.partition("=")
+        home, _, groups = rest.partition(":")
+        sets.append(collect(Path(path), Path(home), [g for g in groups.split(",") if g]))
+    embedders = {s.embedder for s in sets}
+    if len(embedders) != 1:
+        raise SystemExit(f"the sets are indexed with different embedders: {embedders}")
+    everything = set(range(FOLDS))
+    plain, vector_only, keyword_only = Fusion(), Fusion(vector_bias=50.0), Fusion(vector_bias=-50.0)
+    held_out = {s.name: 0.0 for s in sets}
+    for fold in range(FOLDS):
+        fitted = best(sets, everything - {fold})
+        for s in sets:
+            held_out[s.name] += s.mrr(fitted, {fold}) * sum(q.fold == fold for q in s.questions)
+    lines = []
+    for s in sets:
+        lines.append(f"{s.name}: MRR@10 held out {held_out[s.name] / len(s.questions):.4f}, "
+                     f"plain RRF {s.mrr(plain, everything):.4f}, "
+                     f"vector leg {s.mrr(vector_only, everything):.4f}, "
+                     f"keyword leg {s.mrr(keyword_only, everything):.4f}")
+        print(lines[-1])
+    fitted = best(sets, everything)
+    fitted = msgspec.structs.replace(
+        fitted, embedder=embedders.pop(),
+        note="fit/fusion.py, 5 folds grouped by document; " + "; ".join(lines))
+    print("fitted on every fold:", msgspec.json.encode(fitted).decode())
+    if args.write:
+        FUSION_FILE.write_text(msgspec.json.encode(fitted).decode() + "\n", encoding="utf-8")
+        print(f"wrote {FUSION_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
