@@ -32,7 +32,6 @@ __all__ = [
     "access_now",
     "cache_embeddings",
     "chunk_documents",
-    "chunk_views",
     "document_chunks",
     "embed_chunks",
     "index_documents",
@@ -226,8 +225,8 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
             {"index": c.index, "heading": c.heading, "location": c.location,
              "content": c.content, "text": c.text, "token_count": c.token_count,
              "sha256": _sha256(c.text), "keywords": to_tsvector_literal(c.text),
-             "views": [{"text": view, "sha256": _sha256(view)}
-                       for view in chunk_views(c, embedder)]}
+             "views": [{"text": view, "sha256": _sha256(view)} for view in embedding_views(
+                 c, embedder.count_tokens, VIEW_MAX_TOKENS, VIEW_OVERLAP_TOKENS)]}
             for c in chunks
         ]
         conn.execute(
@@ -240,11 +239,6 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
         report.add("views", sum(len(row["views"]) for row in rows))
         report.add("tokens", sum(c.token_count for c in chunks))
     return report
-
-
-def chunk_views(chunk: Chunk, embedder: Embedder) -> list[str]:
-    """The texts `chunk` is embedded as."""
-    return embedding_views(chunk, embedder.count_tokens, VIEW_MAX_TOKENS, VIEW_OVERLAP_TOKENS)
 
 
 def _sha256(text: str) -> str:
