@@ -174,7 +174,10 @@ def _anthropic_reply(text: str):
     return reply
 
 
-@pytest.mark.parametrize("question", ["社員食堂の営業時間は？", "ZP-2050の保証期間は？",
+# Refused by the calibrated model (no document mentions a 保養所), by a code the index does
+# not hold, and by an article no document has.
+@pytest.mark.parametrize("question", ["健康保険組合の保養所はどこにありますか",
+                                      "ZP-2050の保証期間は？",
                                       "就業規則の第45条には何が書かれていますか"])
 async def test_unanswerable_questions_are_not_found_without_calling_the_model(
     sample_index_url, tokens, monkeypatch, question
