@@ -12,7 +12,7 @@ DEV_USER ?= 開発ユーザー
 DEV_GROUPS ?= all-employees
 
 up: install
-	$(VENV)/bin/kb up --dev-user $(DEV_USER) --groups $(DEV_GROUPS)
+	$(VENV)/bin/kb up --dev-user "$(DEV_USER)" --groups "$(DEV_GROUPS)"
 
 test: install
 	$(VENV)/bin/ruff check .
