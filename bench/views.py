@@ -121,7 +121,7 @@ def bench_set(eval_path: Path, home: Path, groups: list[str], configs: list[tupl
     from kb_core.settings import Settings
     from kb_pipeline.chunking import embedding_views
     from kb_search.engine import build_searcher
-    from kb_search.evaluation import holds_answer, load_questions, source_matches
+    from kb_search.evaluation import is_relevant, load_questions
 
     settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
     embedder = make_embedder(settings.embedder)
@@ -131,11 +131,8 @@ def bench_set(eval_path: Path, home: Path, groups: list[str], configs: list[tupl
         visible = np.array([[bool(r & set(q.groups or groups)) for r in readers]
                             for q in questions])
         documents = len(set(uris))
-        relevant = [
-            {i for i, uri in enumerate(uris) if source_matches(uri, q.expected_source or "")
-             and (q.answer is None or holds_answer(chunks[i].content, q.answer))}
-            for q in questions
-        ]
+        relevant = [{i for i, uri in enumerate(uris) if is_relevant(q, uri, chunks[i].content)}
+                    for q in questions]
         began = time.perf_counter()
         searcher = build_searcher(settings)  # questions embedded as the vector leg embeds them
         searcher.follow(conn)

@@ -27,10 +27,15 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
+from devsets import (  # fit/ is the script's directory
+    FOLDS,
+    add_set_argument,
+    folds_by_document,
+    parse_set,
+    searching,
+    set_name,
+)
 
-from kb_cli.database import prepare_database
-from kb_core.database import connect
-from kb_core.settings import Settings
 from kb_search.answerability import (
     FEATURES,
     MODEL_FILE,
@@ -39,11 +44,8 @@ from kb_search.answerability import (
     question_evidence,
 )
 from kb_search.asking import PASSAGES, missing_evidence
-from kb_search.engine import build_searcher
 from kb_search.evaluation import load_questions, source_matches
-from kb_search.search import configure_search_session
 
-FOLDS = 5
 L2 = 1.0  # on standardized features; the sets hold thousands of questions
 # The model for indexes of any other embedder reads no similarity (its scale is the model's own).
 WITHOUT_SIMILARITY = tuple(f for f in FEATURES if f not in ("similarity", "margin"))
@@ -68,17 +70,13 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
     kept = cache / f"{path.stem}-{home.name}.npz" if cache else None
     if kept and kept.exists():
         arrays = np.load(kept)
-        return DevSet(_name(path), str(arrays["embedder"]),
+        return DevSet(set_name(path), str(arrays["embedder"]),
                       *(arrays[f] for f in ("features", "answerable", "refused", "found",
                                             "folds")))
-    settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
-    searcher = build_searcher(settings)
     questions = load_questions(path)
     rows, refused, found, documents = [], [], [], []
     started = time.perf_counter()
-    with connect(settings.database_url, autocommit=True) as conn:
-        configure_search_session(conn)
-        searcher.follow(conn)
+    with searching(home) as (searcher, conn):
         for q in questions:
             caller = list(q.groups if q.groups is not None else groups)
             prepared = searcher.prepare(q.question)
@@ -90,27 +88,15 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
             documents.append(q.expected_source if q.answerable else None)
     print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
-    collected = DevSet(_name(path), searcher.model or searcher.configured,
+    collected = DevSet(set_name(path), searcher.model or searcher.configured,
                        np.array(rows, dtype=float),
                        np.array([q.answerable for q in questions]), np.array(refused),
-                       np.array(found), _folds(documents))
+                       np.array(found), folds_by_document(documents))
     if kept:
         kept.parent.mkdir(parents=True, exist_ok=True)
         np.savez(kept, **{f.name: np.asarray(getattr(collected, f.name))
                           for f in dataclasses.fields(DevSet) if f.name != "name"})
     return collected
-
-
-def _name(path: Path) -> str:
-    """A set's name in the figures: its folder and file (both sets' files are eval.jsonl)."""
-    return f"{path.parent.name}/{path.name}"
-
-
-def _folds(documents: list[str | None]) -> np.ndarray:
-    """A fold per question: by document (sorted, dealt round-robin), the rest round-robin."""
-    order = {d: i % FOLDS for i, d in enumerate(sorted({d for d in documents if d}))}
-    loose = iter(range(len(documents)))
-    return np.array([order[d] if d else next(loose) % FOLDS for d in documents])
 
 
 def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -193,18 +179,12 @@ def _figures(s: DevSet, weak: np.ndarray) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", action="append", required=True, metavar="EVAL=HOME:GROUPS",
-                        help="a question set, the KB_HOME that indexes it, its default groups")
+    add_set_argument(parser)
     parser.add_argument("--write", action="store_true", help=f"write {MODEL_FILE.name}")
     parser.add_argument("--cache", type=Path, default=None,
                         help="a folder keeping each set's evidence between runs")
     args = parser.parse_args()
-    sets = []
-    for spec in args.set:
-        path, _, rest = spec.partition("=")
-        home, _, groups = rest.partition(":")
-        sets.append(collect(Path(path), Path(home), [g for g in groups.split(",") if g],
-                            args.cache))
+    sets = [collect(*parse_set(spec), args.cache) for spec in args.set]
     embedders = {s.embedder for s in sets}
     if len(embedders) != 1:
         raise SystemExit(f"the sets are indexed with different embedders: {embedders}")

@@ -28,12 +28,16 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import psycopg
+from devsets import (  # fit/ is the script's directory
+    FOLDS,
+    add_set_argument,
+    folds_by_document,
+    parse_set,
+    searching,
+    set_name,
+)
 
-from kb_cli.database import prepare_database
-from kb_core.database import connect
-from kb_core.settings import Settings
-from kb_search.engine import build_searcher
-from kb_search.evaluation import holds_answer, load_questions, source_matches
+from kb_search.evaluation import is_relevant, load_questions
 from kb_search.fusion import FUSION_FILE, Fusion
 from kb_search.planner import QueryPlan
 from kb_search.search import (
@@ -41,11 +45,9 @@ from kb_search.search import (
     LEG_LIMIT,
     Evidence,
     SearchResult,
-    configure_search_session,
     hybrid_search,
 )
 
-FOLDS = 5
 GRID = {
     "k": (10.0, 20.0, 30.0, 60.0),
     "vector_bias": (-0.4, -0.2, 0.0, 0.2, 0.4, 0.6),
@@ -121,29 +123,21 @@ def candidates(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
 
 
 def collect(path: Path, home: Path, groups: list[str]) -> DevSet:
-    settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
-    searcher = build_searcher(settings)
     questions = [q for q in load_questions(path) if q.answerable]
-    folds = {d: i % FOLDS for i, d in enumerate(sorted({q.expected_source for q in questions}))}
+    folds = folds_by_document([q.expected_source for q in questions])
     collected = []
     started = time.perf_counter()
-    with connect(settings.database_url, autocommit=True) as conn:
-        configure_search_session(conn)
-        searcher.follow(conn)
-        for q in questions:
+    with searching(home) as (searcher, conn):
+        for q, fold in zip(questions, folds.tolist(), strict=True):
             caller = list(q.groups if q.groups is not None else groups)
             prepared = searcher.prepare(q.question)
             result, evidence = hybrid_search(conn, prepared.plan, prepared.vector, caller,
                                              2 * LEG_LIMIT)
-            relevant = [source_matches(h.source_uri, q.expected_source or "")
-                        and (q.answer is None or holds_answer(h.content, q.answer))
-                        for h in result.hits]
-            collected.append(candidates(conn, prepared.plan, result, evidence, relevant,
-                                        folds[q.expected_source]))
+            relevant = [is_relevant(q, h.source_uri, h.content) for h in result.hits]
+            collected.append(candidates(conn, prepared.plan, result, evidence, relevant, fold))
     print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
-    return DevSet(f"{path.parent.name}/{path.name}", searcher.model or searcher.configured,
-                  collected)
+    return DevSet(set_name(path), searcher.model or searcher.configured, collected)
 
 
 def _grid() -> list[Fusion]:
@@ -158,15 +152,10 @@ def best(sets: list[DevSet], folds: set[int]) -> Fusion:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", action="append", required=True, metavar="EVAL=HOME:GROUPS",
-                        help="a question set, the KB_HOME that indexes it, its default groups")
+    add_set_argument(parser)
     parser.add_argument("--write", action="store_true", help=f"write {FUSION_FILE.name}")
     args = parser.parse_args()
-    sets = []
-    for spec in args.set:
-        path, _, rest = spec.partition("=")
-        home, _, groups = rest.partition(":")
-        sets.append(collect(Path(path), Path(home), [g for g in groups.split(",") if g]))
+    sets = [collect(*parse_set(spec)) for spec in args.set]
     embedders = {s.embedder for s in sets}
     if len(embedders) != 1:
         raise SystemExit(f"the sets are indexed with different embedders: {embedders}")

@@ -47,6 +47,7 @@ __all__ = [
     "evaluate",
     "evaluate_answers",
     "holds_answer",
+    "is_relevant",
     "judge_answers",
     "load_question_sets",
     "load_questions",
@@ -260,15 +261,18 @@ def source_matches(source_uri: str, expected: str) -> bool:
     return not prefix or prefix.endswith("/") or expected.startswith("/")
 
 
+def is_relevant(question: EvalQuestion, source_uri: str, content: str | None) -> bool:
+    """Whether a hit answers `question`: it is from the expected document and, when the
+    question gives its answer and the hit's `content` is known, contains it."""
+    return source_matches(source_uri, question.expected_source or "") and (
+        question.answer is None or content is None or holds_answer(content, question.answer))
+
+
 def _first_rank(question: EvalQuestion, hits: list[str],
                 contents: list[str] | None) -> int | None:
-    """The 1-based rank of the first relevant hit, or None: a hit from the expected document
-    that, when the question gives its answer, contains it."""
-    expected = question.expected_source or ""
+    """The 1-based rank of the first relevant hit (`is_relevant`), or None."""
     for rank, source_uri in enumerate(hits, start=1):
-        if source_matches(source_uri, expected) and (
-                question.answer is None or contents is None
-                or holds_answer(contents[rank - 1], question.answer)):
+        if is_relevant(question, source_uri, contents[rank - 1] if contents else None):
             return rank
     return None
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -49,15 +50,28 @@ def admin_url(pg_home: Path) -> str:
     return admin
 
 
-@pytest.fixture
-def database_url(admin_url: str) -> Iterator[str]:
-    """A fresh, migrated database of its own for one test."""
+@contextmanager
+def _new_database(admin_url: str, template: str) -> Iterator[str]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
     yield admin_url.replace("/postgres?", f"/{name}?")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def database_url(admin_url: str) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test."""
+    with _new_database(admin_url, TEMPLATE) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(admin_url: str) -> Iterator[str]:
+    """A fresh database with nothing in it, not even the migrations."""
+    with _new_database(admin_url, "template1") as url:
+        yield url
 
 
 @pytest.fixture

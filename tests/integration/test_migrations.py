@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import numpy as np
 import psycopg
 import pytest
@@ -13,16 +10,6 @@ from kb_core.database import connect
 from kb_core.migrations import SQL_DIR, migrate
 from kb_search.planner import plan_question
 from kb_search.search import configure_search_session, hybrid_search
-
-
-@pytest.fixture
-def empty_url(admin_url: str) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield admin_url.replace("/postgres?", f"/{name}?")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def _migrate_until(url: str, last: str) -> None:
@@ -38,10 +25,10 @@ def _migrate_until(url: str, last: str) -> None:
                 conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (path.name,))
 
 
-def test_chunk_vectors_upgrade_keeps_every_generation_s_vectors_searchable(empty_url):
-    _migrate_until(empty_url, "006_inline_keywords.sql")
+def test_chunk_vectors_upgrade_keeps_every_generation_s_vectors_searchable(empty_database_url):
+    _migrate_until(empty_database_url, "006_inline_keywords.sql")
     vector = np.eye(1, 384, dtype=np.float32)[0]
-    with connect(empty_url, autocommit=True) as conn:
+    with connect(empty_database_url, autocommit=True) as conn:
         # A second generation being built beside the live one is upgraded too.
         conn.execute("INSERT INTO index_generations (id, state) VALUES (2, 'building')")
         conn.execute("CREATE SCHEMA kb_gen_2")
@@ -59,9 +46,9 @@ def test_chunk_vectors_upgrade_keeps_every_generation_s_vectors_searchable(empty
                 "VALUES (%s, 0, '', '有給休暇', '有給休暇', 4, 's', '{g}', %s, "
                 "'''有給'' ''休暇'''::tsvector)", (document_id, vector))
 
-    assert "007_chunk_vectors.sql" in migrate(empty_url)
+    assert "007_chunk_vectors.sql" in migrate(empty_database_url)
 
-    with connect(empty_url, autocommit=True) as conn:
+    with connect(empty_database_url, autocommit=True) as conn:
         for schema in ("kb_gen_1", "kb_gen_2"):
             assert conn.execute(
                 f"SELECT count(*) FROM {schema}.chunk_vectors v JOIN {schema}.chunks c "
