@@ -1,0 +1,242 @@
+"""Which sentences of the passages hold the answer: the quotable sentences, what each tells
+about itself, and a fitted model of the probability that it holds what the question asks.
+
+A sentence is quotable when it shares enough of the question's terms (NFKC-normalized 2-grams
+of kanji and katakana runs, and whole Latin/digit tokens, which weigh more), counting half for
+a term found only in its passage's heading or title: a table row (ZP-2041 | 3年) says what its
+heading (第2条（保証期間）) is about. Among the quotable sentences, the evidence (`FEATURES`):
+
+- overlap: the share of the question's term weight the sentence holds, each term weighed by
+  how few of the passages' sentences hold it (a term in every sentence tells nothing);
+- relative: that share against the best sentence's;
+- context: the share found only in its passage's heading or title;
+- neighbours: the share it holds with the sentences beside it in its passage (the question
+  names the subject in one sentence, the answer follows in the next; a table row stands alone);
+- phrasing: the share of the question's character 3-grams, kana included, it holds;
+- rank: 1 / its passage's rank;
+- type: it holds the kind of thing asked for (a date for いつ, a number for 何人 or いくら, a
+  name for 誰, a place for どこ), and new_type: one the question does not already hold;
+- novelty: the share of its terms the question does not hold (an answer adds something);
+- length: the logarithm of its length.
+
+A conditional logit over them (one softmax over a question's quotable sentences) is fitted by
+fit/sentences.py from the development sets with gold answers and committed in sentences.json.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from functools import cache
+from pathlib import Path
+
+import msgspec
+
+from kb_search.answerers.contract import Passage
+
+__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "choose_sentences",
+           "default_model", "quotable"]
+
+MODEL_FILE = Path(__file__).with_name("sentences.json")
+MAX_PASSAGES = 5
+MAX_SENTENCES = 3
+HEADING_SHARE = 0.5
+FEATURES = ("overlap", "relative", "context", "neighbours", "phrasing", "rank", "type",
+            "new_type", "novelty", "length")
+
+_TERM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff々〆ヵヶ]+|[ァ-ヺー]+|[a-z0-9]+(?:[-.][a-z0-9]+)*")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
+_SENTENCE = re.compile(r"[^。！？!?]+(?:[。！？!?]+[」』）)]*|$)")
+_TABLE_RULE = re.compile(r"[|:\-\s]+")
+_SPACE = re.compile(r"\s+")
+# What a question asks for, and what a sentence holding it looks like (NFKC text). The first
+# kind the question asks for is the one that counts.
+_KANJI_NUMBER = "[一二三四五六七八九十百千万億]"
+_ANSWER_TYPES = (
+    (re.compile(r"いつ|何年|何月|何日|何世紀|何時代|年代|時期|西暦|何時|期限|期間"),
+     re.compile(r"\d+(?:年|月|日|時|世紀)|元年|世紀|時代")),
+    (re.compile(r"何(?:人|名|個|回|つ|%|倍|割|位|番|度|本|台|機|隻|両|枚|点|種|作|部|話|階|歳"
+                r"|分|秒|円|件|泊|週|か月|ヶ月|カ月|ヵ月|箇月|営業日|ページ|パーセント|キロ|メートル"
+                r"|トン|か国|ヶ国|カ国)|いくら|いくつ|どのくらい|どれくらい|どれほど|上限|下限|金額"
+                r"|日数|回数"),
+     re.compile(rf"\d|{_KANJI_NUMBER}+(?:人|名|個|回|つ|倍|割|位|番|度|本|台|歳|円|件)")),
+    (re.compile(r"誰|だれ|何者|人物"),
+     re.compile(r"[ァ-ヺ][ァ-ヺー・]{2,}|[\u4e00-\u9fff]{1,4}(?:氏|王|帝|公|卿|天皇|将軍)")),
+    (re.compile(r"どこ|何県|何市|何町|何村|何国|どの国|何地方|何州|どの地域"),
+     re.compile(r"[\u4e00-\u9fffァ-ヺー]+(?:県|市|町|村|国|州|島|地方|都|府|区|郡|大陸|半島)")),
+)
+
+
+class Sentence(msgspec.Struct, frozen=True):
+    text: str
+    n: int  # the citation number of its passage
+    rank: int  # its passage's position among the passages, 1-based
+    row: bool = False  # a table row under its header, not a sentence of prose
+    heading: str = ""  # its passage's heading path and title, context for table rows
+    title: str = ""
+
+
+class SentenceModel(msgspec.Struct, frozen=True):
+    """A conditional logit over the quotable sentences of a question, and how many to quote."""
+
+    features: list[str]  # of FEATURES, by name
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    # Quote the likeliest sentences until they hold this much of the probability (at most
+    # MAX_SENTENCES, and a further one only while the answer stays within max_chars).
+    coverage: float
+    max_chars: int
+    fitted_on: str  # what it was fitted from, and its held-out figures
+
+    def scores(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        used = [FEATURES.index(name) for name in self.features]
+        return [sum(w * (row[i] - m) / s for w, i, m, s in
+                    zip(self.weights, used, self.mean, self.scale, strict=True))
+                for row in rows]
+
+    def pick(self, scores: Sequence[float], lengths: Sequence[int]) -> list[int]:
+        """The sentences to quote, likeliest first, of those with these scores and lengths."""
+        if not scores:
+            return []
+        top = max(scores)
+        probability = [math.exp(s - top) for s in scores]
+        total = sum(probability)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        chosen, held, length = [order[0]], probability[order[0]] / total, lengths[order[0]]
+        for i in order[1:]:
+            if (held >= self.coverage or len(chosen) == MAX_SENTENCES
+                    or length + lengths[i] > self.max_chars):
+                break
+            chosen.append(i)
+            held += probability[i] / total
+            length += lengths[i]
+        return chosen
+
+
+@cache
+def default_model() -> SentenceModel:
+    """The committed model (fit/sentences.py writes it)."""
+    model = msgspec.json.decode(MODEL_FILE.read_bytes(), type=SentenceModel)
+    if not set(model.features) <= set(FEATURES):
+        raise ValueError(f"{MODEL_FILE} uses features {model.features}, not all of "
+                         f"{list(FEATURES)}: refit it with fit/sentences.py")
+    return model
+
+
+def choose_sentences(question: str, passages: list[Passage],
+                     model: SentenceModel | None = None) -> list[Sentence]:
+    """The 0-3 sentences to quote, likeliest first; none when nothing shares enough with the
+    question."""
+    model = model or default_model()
+    candidates, rows = quotable(question, passages)
+    return [candidates[i] for i in model.pick(model.scores(rows),
+                                              [len(c.text) for c in candidates])]
+
+
+def quotable(question: str, passages: list[Passage]) -> tuple[list[Sentence], list[list[float]]]:
+    """The sentences of the first passages that share enough with the question, in reading
+    order, and the `FEATURES` of each."""
+    wanted = _terms(question)
+    total = sum(wanted.values())
+    everything = _sentences(passages[:MAX_PASSAGES])
+    if not total or not everything:
+        return [], []
+    contexts = [_terms(f"{s.heading} {s.title}") for s in everything]
+    own = [_terms(s.text) for s in everything]
+    # A table row is read under its heading (第2条（保証期間） | ZP-2041 | 3年): its terms count
+    # as the row's own; a sentence of prose says what it says.
+    held = [o | c if s.row else o for s, o, c in zip(everything, own, contexts, strict=True)]
+    # A term held by every sentence tells nothing about which one answers.
+    rarity = {t: w * math.log((len(everything) + 1) / (0.5 + sum(t in h for h in held)))
+              for t, w in wanted.items()}
+    rare_total = sum(rarity.values()) or 1.0
+    overlap = [sum(r for t, r in rarity.items() if t in h) / rare_total for h in held]
+    best = max(overlap) or 1.0
+    threshold = max(min(2.0, total), 0.2 * total)
+    normalized = _normalize(question)
+    asked = _trigrams(normalized)
+    kind = next((holds for asks, holds in _ANSWER_TYPES if asks.search(normalized)), None)
+    in_question = set(kind.findall(normalized)) if kind else set()
+    candidates, rows, seen = [], [], set()
+    for i, sentence in enumerate(everything):
+        text = _normalize(sentence.text)
+        if text in seen:  # the same words quoted twice say nothing more
+            continue
+        has, context = held[i], contexts[i]
+        shared = sum(w if t in own[i] else HEADING_SHARE * w if t in context else 0.0
+                     for t, w in wanted.items())
+        if shared < threshold:
+            continue
+        seen.add(text)
+        beside = set(has)
+        for j in (i - 1, i + 1):  # a table's rows are separate facts, not a story read on
+            if (0 <= j < len(everything) and everything[j].n == sentence.n
+                    and not sentence.row and not everything[j].row):
+                beside |= held[j].keys()
+        kinds = set(kind.findall(text)) if kind else set()
+        candidates.append(sentence)
+        rows.append([
+            overlap[i],
+            overlap[i] / best,
+            sum(r for t, r in rarity.items() if t in context and t not in has) / rare_total,
+            sum(r for t, r in rarity.items() if t in beside) / rare_total,
+            len(asked & _trigrams(text)) / (len(asked) or 1),
+            1.0 / sentence.rank,
+            float(bool(kinds)),
+            float(bool(kinds - in_question)),
+            sum(1 for t in has if t not in wanted) / (len(has) or 1),
+            math.log(len(sentence.text)),
+        ])
+    return candidates, rows
+
+
+def _sentences(passages: list[Passage]) -> list[Sentence]:
+    """The quotable sentences of `passages`, in reading order; headings and fragments left out."""
+    return [Sentence(text, passage.n, rank, row, passage.heading, passage.title)
+            for rank, passage in enumerate(passages, start=1)
+            for text, row in _pieces(passage.content) if len(text) >= 4]
+
+
+def _pieces(content: str) -> Iterator[tuple[str, bool]]:
+    """Sentences of prose; a table row whole, under its table's header row for context; each
+    with whether it is a row."""
+    header = None
+    for line in content.splitlines():
+        stripped = line.strip()
+        # Our parsers render table rows as cells joined by " | " (Markdown tables keep pipes).
+        if not (stripped.startswith("|") or "\t" in stripped or " | " in stripped):
+            header = None
+            if not stripped.startswith("#"):  # a Markdown heading names a topic, not an answer
+                yield from ((piece.strip(), False) for piece in _SENTENCE.findall(stripped))
+        elif _TABLE_RULE.fullmatch(stripped):
+            continue
+        elif header is None:
+            header = stripped
+        else:
+            yield f"{header}\n{stripped}", True
+
+
+def _normalize(text: str) -> str:
+    return _THOUSANDS.sub("", unicodedata.normalize("NFKC", text).lower())
+
+
+def _trigrams(text: str) -> set[str]:
+    text = _SPACE.sub("", text)
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+def _terms(text: str) -> dict[str, float]:
+    """Weighted terms: kanji/katakana 2-grams (1), Latin words (2), numbers and codes (3)."""
+    terms: dict[str, float] = {}
+    for run in _TERM.findall(_normalize(text)):
+        if run[0].isascii():
+            terms[run] = 3.0 if any(c.isdigit() for c in run) else 2.0
+            continue
+        for i in range(len(run) - 1):
+            bigram = run[i : i + 2]
+            if "何" not in bigram:  # 何日 asks; it never answers
+                terms[bigram] = 1.0
+    return terms
