@@ -1,0 +1,70 @@
+"""The extractive answerer's sentence model (kb_search/answerers/sentences.py) and the script
+that fits it (fit/sentences.py): the committed model's shape, and the fit choosing what the
+product chooses."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from kb_core.settings import REPO_ROOT
+from kb_search.answerers import Passage
+from kb_search.answerers.sentences import FEATURES, choose_sentences, default_model, quotable
+
+PASSAGES = [
+    Passage(n=1, chunk_id=1, path="wiki/ベル.md", title="ベル", heading="生涯", page=None,
+            content=("ベル一家はロンドンで暮らした。ベル一家は1865年にロンドンへ移った。"
+                     "ベル一家の父はロンドンで講演を続けた。")),
+    Passage(n=2, chunk_id=2, path="hr/旅費.md", title="旅費規程", heading="宿泊費", page=None,
+            content=("宿泊費は1泊12,000円を上限とする。\n"
+                     "| 区分 | 上限 |\n|---|---|\n| 役員 | 15,000円 |")),
+]
+QUESTIONS = [("ベル一家がロンドンに移ったのはいつですか", "1865年"),
+             ("役員の宿泊費の上限はいくらですか", "15,000円"),
+             ("ベル一家の父がロンドンで続けたのは何ですか", "講演")]
+
+
+@pytest.fixture
+def fit_script(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - fit/ holds scripts
+    # A fit script imports its neighbours (devsets) as it does when run from its folder.
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "fit"))
+    spec = importlib.util.spec_from_file_location("fit_sentences",
+                                                  REPO_ROOT / "fit" / "sentences.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "fit_sentences", module)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_model_is_fitted_for_these_features():
+    model = default_model()
+    assert set(model.features) <= set(FEATURES)
+    assert len(model.weights) == len(model.mean) == len(model.scale) == len(model.features)
+    assert 0 < model.coverage <= 1 and model.max_chars > 0
+    assert "fit/sentences.py" in model.fitted_on
+
+
+def test_the_fit_scores_and_picks_the_sentences_the_answerer_quotes(fit_script):
+    asked = [fit_script.Asked(q, a, f"d{i}", None, PASSAGES) for i, (q, a) in enumerate(QUESTIONS)]
+    questions = fit_script.described(asked)
+    model = default_model()
+    for a, q, scores in zip(asked, questions, fit_script.scored(model, questions), strict=True):
+        candidates, rows = quotable(a.question, a.passages)
+        assert np.allclose(scores, model.scores(rows))
+        quoted = choose_sentences(a.question, a.passages, model)
+        holds, length = fit_script.quoted(model, q, scores)
+        assert length == sum(len(s.text) for s in quoted)
+        assert holds == any(a.answer in s.text for s in quoted)
+        assert holds  # each of these questions has its answer in one plain sentence
+
+
+def test_the_fit_learns_to_prefer_the_sentences_holding_the_answer(fit_script):
+    asked = [fit_script.Asked(q, a, f"d{i}", None, PASSAGES) for i, (q, a) in enumerate(QUESTIONS)]
+    questions = fit_script.described(asked) * 20
+    mean, scale, weights = fit_script.fit(questions)
+    for q in questions[:3]:
+        scores = ((q.features - mean) / scale) @ weights
+        assert q.holds[int(np.argmax(scores))]
