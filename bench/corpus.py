@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import sys
 import time
 
 import numpy as np
@@ -165,14 +166,15 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
                 for k, vector in enumerate(views.astype(np.float32)):
                     copy.write_row((chunk_id, k, groups, vector))
         print(f"synthetic chunks: {need} generated and copied in "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
         started = time.perf_counter()
         conn.execute("SET maintenance_work_mem = '1GB'")
         for name, definition in indexes:
             step = time.perf_counter()
             conn.execute(definition)
-            print(f"index {name}: {time.perf_counter() - step:.0f} s", flush=True)
+            print(f"index {name}: {time.perf_counter() - step:.0f} s", file=sys.stderr,
+                  flush=True)
         with conn.transaction():
             conn.execute("DELETE FROM keyword_df")
             conn.execute("INSERT INTO keyword_df (term, df) "
@@ -183,5 +185,5 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
         conn.execute("ANALYZE keyword_df")
         terms = conn.execute("SELECT count(*) FROM keyword_df").fetchone()[0]
         print(f"indexes, keyword_df ({terms} terms) and VACUUM ANALYZE: "
-              f"{time.perf_counter() - started:.0f} s", flush=True)
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     return need

