@@ -3,7 +3,7 @@
 Each generation's index tables live in a schema `kb_gen_<id>`; the same names in `public` are
 views onto the live generation. Readers and the document-by-document writers use the plain
 names and so always reach the live generation; a rebuild writes into its own schema by putting
-it first on the search path (`use_generation`). Publishing replaces the five views in one
+it first on the search path (`use_generation`). Publishing replaces the views in one
 transaction, so every statement sees one generation whole, never a mix.
 """
 
@@ -55,7 +55,7 @@ Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
 GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "index_settings",
-                     "staged_documents")
+                     "staged_documents", "learned_facts")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.
@@ -282,6 +282,14 @@ def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: 
             "CREATE TRIGGER documents_change_index_version "
             "AFTER INSERT OR UPDATE OR DELETE ON {}.documents "
             "FOR EACH STATEMENT EXECUTE FUNCTION public.bump_index_version()").format(schema))
+        # Corrections whose documents the new generation holds with other bytes go back for
+        # review now, and whenever its documents change from now on (sql/010_corrections.sql).
+        conn.execute(sql.SQL(
+            "CREATE TRIGGER documents_retire_stale_corrections "
+            "AFTER UPDATE OR DELETE ON {}.documents "
+            "FOR EACH STATEMENT EXECUTE FUNCTION public.retire_stale_corrections_trigger()"
+        ).format(schema))
+        conn.execute(query("retire_stale_corrections"))
         retired = conn.execute(query("retire_live_generation")).fetchone()[0]
         conn.execute(query("make_generation_live"), {"id": generation_id})
         conn.execute(query("bump_index_version"))
