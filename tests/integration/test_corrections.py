@@ -5,6 +5,10 @@ re-permission, edit, rebuild or rejection happens next."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,6 +27,9 @@ from kb_core.generations import (
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings, Settings
 from kb_core.tokens import TokenStore
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.learned_facts import LEARNED_FACTS_JOB, learned_facts_sensor
+from kb_pipeline.defs.resources import PostgresResource
 from kb_pipeline.in_process import ingest_paths
 from kb_pipeline.stages import pipeline_version
 from kb_search.corrections import (
@@ -90,7 +97,7 @@ async def submit(client: AsyncTestClient, headers: dict[str, str], text: str = C
     answer = await ask(client, headers, question)
     response = await client.post("/v1/corrections", headers=headers, json={
         "query_id": answer["query_id"], "correction": text,
-        "chunk_ids": [c["chunk_id"] for c in answer["citations"]]})
+        "chunk_ids": [c["chunk_id"] for c in answer["citations"] if not c["learned_fact"]]})
     assert response.status_code == 201, response.text
     return response.json()["id"]
 
@@ -228,3 +235,53 @@ def test_migration_010_is_idempotent(database_url: str) -> None:
         conn.execute(script.encode())
         assert conn.execute("SELECT count(*) FROM learned_facts").fetchone()[0] == 0
 
+
+
+
+
+def kb(settings: Settings, home: Path, *args: str) -> dict:
+    """`kb ARGS --json` as a user runs it, on this test's database."""
+    env = {**os.environ, "KB_HOME": str(home), "KB_DATABASE_URL": settings.database_url,
+           "KB_EMBEDDER": "hashing"}
+    done = subprocess.run([str(Path(sys.executable).parent / "kb"), *args, "--json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def test_the_shell_lists_approves_and_rejects_corrections(client, tokens, settings,
+                                                                 tmp_path):
+    first, second = await submit(client, tokens["staff"]), await submit(client, tokens["staff"])
+    listed = kb(settings, tmp_path, "corrections", "list")["corrections"]
+    assert [(c["id"], c["status"], c["submitter_name"]) for c in listed] == [
+        (first, "pending", "staff"), (second, "pending", "staff")]
+    assert listed[0]["passages"][0]["path"] == "corpus/all/休暇規程.md"
+    assert kb(settings, tmp_path, "corrections", "approve", str(first), "--reviewer", "佐藤") == {
+        "id": first, "status": "approved", "reviewer": "佐藤"}
+    assert kb(settings, tmp_path, "corrections", "reject", str(second))["status"] == "rejected"
+    assert kb(settings, tmp_path, "corrections", "list") == {"corrections": []}
+    facts = await learned(client, tokens["colleague"])
+    assert facts and facts[0]["heading"].startswith("承認: 佐藤（")
+
+
+async def test_dagster_shows_learned_facts_and_indexes_those_a_generation_lacks(
+        client, tokens, conn, settings, instance):
+    approve_correction(conn, await submit(client, tokens["staff"]), "佐藤", embedder_for)
+    await submit(client, tokens["staff"])
+    conn.execute("DELETE FROM learned_facts")  # as after a publication that raced an approval
+    postgres = PostgresResource(url=settings.database_url)
+    context = dg.build_sensor_context(instance=instance, resources={"postgres": postgres})
+    ticked = learned_facts_sensor(context)
+    assert len(ticked.run_requests) == 1
+    idle = dg.build_sensor_context(instance=instance, cursor=ticked.cursor,
+                                   resources={"postgres": postgres})
+    assert not learned_facts_sensor(idle).run_requests
+
+    run = make_definitions(settings).resolve_job_def(LEARNED_FACTS_JOB.name).execute_in_process(
+        instance=instance)
+    (materialized,) = run.asset_materializations_for_node("learned_facts")
+    counts = {k: v.value for k, v in materialized.metadata.items()}
+    assert counts | {"generation": 1} == {
+        "learned_facts": 1, "visible_to_nobody": 0, "pending_review": 1, "approved": 1,
+        "rejected": 0, "retired_for_review": 0, "indexed_now": 1, "generation": 1}
+    assert await learned(client, tokens["colleague"])
