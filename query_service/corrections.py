@@ -15,6 +15,7 @@ from litestar import Controller, Request, get, post
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.exceptions import NotFoundException, PermissionDeniedException
+from litestar.params import KwargDefinition
 
 from kb_core.callers import Caller
 from kb_search.corrections import (
@@ -51,7 +52,9 @@ RESPONSES = ERROR_RESPONSES | {
                         "request made with the page's session cookie lacks its CSRF token"),
     404: error_response("No such correction among those the reviewer may read"),
 }
-ChunkId = Annotated[int, msgspec.Meta(ge=1, le=MAX_ID)]
+# msgspec enforces the bounds; Litestar's OpenAPI reads them from KwargDefinition only, in a
+# list's items (a client, and schemathesis, would take 0 for a valid id).
+ChunkId = Annotated[int, msgspec.Meta(ge=1, le=MAX_ID), KwargDefinition(ge=1, le=MAX_ID)]
 
 
 class CorrectionRequest(msgspec.Struct, forbid_unknown_fields=True):
