@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from kb_core.callers import Caller
 from kb_core.embeddings import embedder_for_index
 from kb_core.generations import (
     create_generation,
@@ -296,3 +297,26 @@ async def test_dagster_shows_learned_facts_and_indexes_those_a_generation_lacks(
         "learned_facts": 1, "visible_to_nobody": 0, "pending_review": 1, "approved": 1,
         "rejected": 0, "retired_for_review": 0, "indexed_now": 1, "generation": 1}
     assert await learned(client, tokens["colleague"])
+
+
+async def test_the_pages_corrections_and_reviews_need_the_sessions_csrf_token(settings, corpus):
+    reviewer = Caller(kind="dev", subject="佐藤", groups=("all-employees", REVIEWERS))
+    app = web_app(settings, dev_user=reviewer, reviewer_group=REVIEWERS)
+    async with AsyncTestClient(app=app, base_url="http://127.0.0.1:8000") as client:
+        await client.get("/auth/login", follow_redirects=False)
+        page = (await client.get("/")).text
+        assert 'data-reviewer="true"' in page
+        token = {"X-CSRF-Token": page.split('name="csrf-token" content="')[1].split('"')[0]}
+        answer = (await client.post("/v1/ask", json={"question": HOLIDAY_QUESTION},
+                                    headers=token)).json()
+        body = {"query_id": answer["query_id"], "correction": CORRECTION,
+                "chunk_ids": [c["chunk_id"] for c in answer["citations"]]}
+        assert (await client.post("/v1/corrections", json=body)).status_code == 403
+        submitted = await client.post("/v1/corrections", json=body, headers=token)
+        assert submitted.status_code == 201, submitted.text
+        approve = f"/v1/corrections/{submitted.json()['id']}/approve"
+        assert (await client.post(approve)).status_code == 403
+        assert (await client.post(approve, headers=token)).status_code == 200
+        cited = (await client.post("/v1/ask", json={"question": HOLIDAY_QUESTION},
+                                   headers=token)).json()["citations"]
+        assert any(c["learned_fact"] and c["heading"].startswith("承認: 佐藤（") for c in cited)
