@@ -176,6 +176,11 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "REFERENCES {new}.documents (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.chunk_vectors ADD FOREIGN KEY (chunk_id) "
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE").format(new=new))
+        # Its learned facts follow its documents' groups (sql/010_corrections.sql).
+        conn.execute(sql.SQL(
+            "CREATE TRIGGER documents_learned_facts AFTER INSERT OR UPDATE OR DELETE "
+            "ON {}.documents FOR EACH STATEMENT "
+            "EXECUTE FUNCTION public.learned_facts_follow_documents()").format(new))
     log.info("created index generation %d for %s", new_id, version)
     return generation(conn, new_id)
 
@@ -282,16 +287,12 @@ def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: 
             "CREATE TRIGGER documents_change_index_version "
             "AFTER INSERT OR UPDATE OR DELETE ON {}.documents "
             "FOR EACH STATEMENT EXECUTE FUNCTION public.bump_index_version()").format(schema))
-        # Corrections whose documents the new generation holds with other bytes go back for
-        # review now, and whenever its documents change from now on (sql/010_corrections.sql).
-        conn.execute(sql.SQL(
-            "CREATE TRIGGER documents_retire_stale_corrections "
-            "AFTER UPDATE OR DELETE ON {}.documents "
-            "FOR EACH STATEMENT EXECUTE FUNCTION public.retire_stale_corrections_trigger()"
-        ).format(schema))
-        conn.execute(query("retire_stale_corrections"))
         retired = conn.execute(query("retire_live_generation")).fetchone()[0]
         conn.execute(query("make_generation_live"), {"id": generation_id})
+        # Corrections rejected or retired since the rebuild's facts were embedded are not
+        # served by it; those whose documents it holds with other bytes go back for review.
+        conn.execute(query("drop_unapproved_facts"))
+        conn.execute(query("retire_stale_corrections"))
         conn.execute(query("bump_index_version"))
     return retired
 

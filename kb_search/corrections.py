@@ -132,6 +132,7 @@ def approve_correction(conn: psycopg.Connection, correction_id: int, reviewer: s
         conn.execute(query("drop_unapproved_facts"))
         conn.execute(query("insert_learned_fact"),
                      fact_row(embedder, correction_id, question, correction))
+        conn.execute(query("refresh_learned_fact_groups"))
         conn.execute(query("bump_index_version"))
 
 
@@ -151,6 +152,7 @@ def _locked(conn: psycopg.Connection, correction_id: int, groups: list[str] | No
             allowed: tuple[str, ...]) -> tuple[str, str, str]:
     """The status, question and correction text of a correction this reviewer may decide,
     locked until the transaction ends."""
+    conn.execute(query("decisions_wait_for_publication"))
     row = conn.execute(query("lock_correction"), {"id": correction_id}).fetchone()
     readable = row is not None and (groups is None or conn.execute(
         query("correction_readable_by"), {"id": correction_id, "groups": groups}).fetchone()[0])

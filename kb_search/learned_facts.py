@@ -1,7 +1,8 @@
 """Learned facts: approved corrections as each index generation holds them, searched by both
 legs (their keyword terms and their vector under the generation's own model) beside the
-documents' passages. Who may see one is decided inside the search statement
-(`learned_fact_groups`, sql/010_corrections.sql), never stored with it."""
+documents' passages. Who may see one is kept on its row and follows the documents it corrects
+in the same transaction as any change to them (`refresh_learned_fact_groups`, a trigger of
+sql/010_corrections.sql)."""
 
 from __future__ import annotations
 
@@ -65,10 +66,12 @@ def index_learned_facts(conn: psycopg.Connection, embedder_for: EmbedderFor) -> 
     embedder = generation_embedder(conn, embedder_for)
     if not missing or embedder is None:
         return 0
-    for correction_id, question, correction in missing:
-        conn.execute(query("insert_learned_fact"),
-                     fact_row(embedder, correction_id, question, correction))
-    return len(missing)
+    rows = [fact_row(embedder, *correction) for correction in missing]
+    with conn.transaction():  # a fact is never there without its groups
+        for row in rows:
+            conn.execute(query("insert_learned_fact"), row)
+        conn.execute(query("refresh_learned_fact_groups"))
+    return len(rows)
 
 
 def fact_counts(conn: psycopg.Connection) -> FactCounts:

@@ -3,10 +3,9 @@
 -- A correction is kept by (source_uri, checksum) of the documents whose passages it corrects:
 -- document and chunk ids change with every edit and every generation. It is served to nobody
 -- until a reviewer approves it. Then each generation holds it as a learned fact (its keyword
--- terms and its vector under that generation's model), and a search sees the fact only where
--- one of the caller's groups is a group of every document it corrects, each still indexed
--- with the checksum it was corrected at (learned_fact_groups, computed inside the search
--- statement, so no stored copy of the groups can lag a re-permission).
+-- terms and its vector under that generation's model, and the groups that may see it: those
+-- every document it corrects grants, each still indexed with the checksum it was corrected
+-- at), which search filters by the caller's groups inside SQL, as it filters chunks.
 CREATE TABLE IF NOT EXISTS corrections (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     status         text NOT NULL DEFAULT 'pending'
@@ -39,31 +38,38 @@ CREATE TABLE IF NOT EXISTS correction_sources (
 );
 CREATE INDEX IF NOT EXISTS correction_sources_source_uri ON correction_sources (source_uri);
 
--- The groups that may see correction `correction`'s fact: those every document it corrects
--- grants, or none when one of them is missing from the index on the search path (the live
--- generation, or a rebuilt one under evaluation) or holds other bytes than were corrected.
--- Not BEGIN ATOMIC: the body's names are resolved when it runs, on the caller's search path.
-CREATE OR REPLACE FUNCTION learned_fact_groups(correction bigint) RETURNS text[]
-LANGUAGE sql STABLE AS $$
-    WITH sources AS (
-        SELECT d.allowed_groups
-        FROM correction_sources s
-        LEFT JOIN documents d ON d.source_uri = s.source_uri AND d.checksum = s.checksum
-        WHERE s.correction_id = correction
-    )
-    SELECT CASE
-        WHEN count(*) = 0 OR bool_or(allowed_groups IS NULL) THEN '{}'::text[]
-        ELSE (SELECT coalesce(array_agg(g ORDER BY g), '{}')
-              FROM (SELECT DISTINCT unnest(allowed_groups) AS g FROM sources) every
-              WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE NOT every.g = ANY(s.allowed_groups)))
-    END
-    FROM sources
-$$;
+-- The groups that may see each learned fact of generation schema `gen`: those every document
+-- its correction corrects grants, none when one of them is missing from that generation or
+-- holds other bytes than were corrected. Kept on the fact's row, as a document's groups are
+-- on its chunks, and recomputed by the statement that changes the generation's documents
+-- (trigger below), so a re-permission narrows a fact in the same transaction.
+CREATE OR REPLACE FUNCTION refresh_learned_fact_groups(gen text) RETURNS void
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    EXECUTE format($sql$
+        WITH sources AS (
+            SELECT f.id, d.allowed_groups
+            FROM %1$I.learned_facts f
+            JOIN public.correction_sources s ON s.correction_id = f.correction_id
+            LEFT JOIN %1$I.documents d ON d.source_uri = s.source_uri AND d.checksum = s.checksum
+        ), counted AS (
+            SELECT id, count(*) AS n, bool_or(allowed_groups IS NULL) AS missing
+            FROM sources GROUP BY id
+        ), granted AS (
+            SELECT id, g, count(*) AS n FROM sources, unnest(allowed_groups) g GROUP BY id, g
+        ), every AS (
+            SELECT c.id, coalesce(array_agg(g.g ORDER BY g.g)
+                                  FILTER (WHERE g.n = c.n AND NOT c.missing), '{}') AS groups
+            FROM counted c LEFT JOIN granted g ON g.id = c.id
+            GROUP BY c.id
+        )
+        UPDATE %1$I.learned_facts f SET allowed_groups = every.groups
+        FROM every WHERE every.id = f.id AND f.allowed_groups IS DISTINCT FROM every.groups
+    $sql$, gen);
+END $fn$;
 
--- Approved corrections whose documents changed or left the live index go back for review, in
--- the statement that changed them (a trigger on the live generation's documents, added again
--- to each generation when it is published). Returns how many; their facts stop being served
--- at once, because learned_fact_groups already finds no matching document.
+-- Approved corrections whose documents changed or left the live index go back for review, and
+-- their facts leave it, in the statement that changed the documents. Returns how many.
 CREATE OR REPLACE FUNCTION retire_stale_corrections() RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -79,15 +85,23 @@ BEGIN
             WHERE d.source_uri = s.source_uri AND d.checksum = s.checksum));
     GET DIAGNOSTICS retired = ROW_COUNT;
     IF retired > 0 THEN
+        DELETE FROM public.learned_facts f USING public.corrections c
+        WHERE c.id = f.correction_id AND c.status <> 'approved';
         UPDATE public.index_state SET version = version + 1;
     END IF;
     RETURN retired;
 END $$;
 
-CREATE OR REPLACE FUNCTION retire_stale_corrections_trigger() RETURNS trigger
+-- On every generation's documents (publishing and creating a generation add it): facts follow
+-- their documents' groups; in the live generation, changed documents retire corrections.
+CREATE OR REPLACE FUNCTION learned_facts_follow_documents() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM public.retire_stale_corrections();
+    PERFORM public.refresh_learned_fact_groups(TG_TABLE_SCHEMA);
+    IF TG_TABLE_SCHEMA = (SELECT 'kb_gen_' || id FROM public.index_generations
+                          WHERE state = 'live') THEN
+        PERFORM public.retire_stale_corrections();
+    END IF;
     RETURN NULL;
 END $$;
 
@@ -105,22 +119,24 @@ BEGIN
     LOOP
         EXECUTE format($sql$
             CREATE TABLE IF NOT EXISTS %1$I.learned_facts (
-                id            bigint PRIMARY KEY DEFAULT nextval('public.chunk_ids'),
-                correction_id bigint NOT NULL UNIQUE,
-                token_count   integer NOT NULL,
-                keywords      tsvector NOT NULL,
-                embedding     vector(384) NOT NULL
+                id             bigint PRIMARY KEY DEFAULT nextval('public.chunk_ids'),
+                correction_id  bigint NOT NULL UNIQUE,
+                allowed_groups text[] NOT NULL DEFAULT '{}',  -- see refresh_learned_fact_groups
+                token_count    integer NOT NULL,
+                keywords       tsvector NOT NULL,
+                embedding      vector(384) NOT NULL
             );
             CREATE INDEX IF NOT EXISTS learned_facts_keywords_gin ON %1$I.learned_facts
                 USING gin (keywords);
+            CREATE INDEX IF NOT EXISTS learned_facts_allowed_groups_gin ON %1$I.learned_facts
+                USING gin (allowed_groups);
+            CREATE OR REPLACE TRIGGER documents_learned_facts
+                AFTER INSERT OR UPDATE OR DELETE ON %1$I.documents
+                FOR EACH STATEMENT EXECUTE FUNCTION public.learned_facts_follow_documents();
         $sql$, gen);
     END LOOP;
     gen := 'kb_gen_' || (SELECT id FROM index_generations WHERE state = 'live');
     EXECUTE format('CREATE OR REPLACE VIEW public.learned_facts AS SELECT * FROM %I.learned_facts',
-                   gen);
-    EXECUTE format('CREATE OR REPLACE TRIGGER documents_retire_stale_corrections '
-                   'AFTER UPDATE OR DELETE ON %I.documents '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION public.retire_stale_corrections_trigger()',
                    gen);
 END
 $$;

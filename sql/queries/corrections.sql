@@ -49,6 +49,12 @@ LEFT JOIN documents d ON d.source_uri = s.source_uri
 WHERE s.correction_id = ANY(%(ids)s)
 ORDER BY s.correction_id, s.position;
 
+-- name: decisions_wait_for_publication
+-- A decision waits for a publication in progress (generation_lock) and holds it off: the live
+-- generation holds the facts of approved corrections only, and publishing one checks its own.
+-- Taken before any row lock, which a publication may need (retire_stale_corrections).
+SELECT pg_advisory_xact_lock_shared(72190003);
+
 -- name: lock_correction
 SELECT status, question, correction FROM corrections WHERE id = %(id)s FOR UPDATE;
 
@@ -100,6 +106,11 @@ WHERE NOT EXISTS (SELECT 1 FROM corrections c WHERE c.id = f.correction_id
 -- name: retire_stale_corrections
 SELECT retire_stale_corrections();
 
+-- name: refresh_learned_fact_groups
+-- The groups of the learned facts of the generation on the search path (its schema, or the
+-- live generation's views in public).
+SELECT refresh_learned_fact_groups(current_schema());
+
 -- name: correction_counts
 -- For the learned_facts asset: corrections by status, and the facts of the generation on the
 -- search path, with those no caller can see (a corrected document changed, or the documents
@@ -111,7 +122,7 @@ SELECT (SELECT count(*) FROM corrections WHERE status = 'pending'),
        (SELECT count(*) FROM learned_facts f JOIN corrections c ON c.id = f.correction_id
         WHERE c.status = 'approved'),
        (SELECT count(*) FROM learned_facts f JOIN corrections c ON c.id = f.correction_id
-        WHERE c.status = 'approved' AND learned_fact_groups(f.correction_id) = '{}');
+        WHERE c.status = 'approved' AND f.allowed_groups = '{}');
 
 -- name: corrections_changed_at
 -- When corrections last changed: the learned_facts sensor's cursor.

@@ -38,11 +38,10 @@ seeds AS (
     WHERE running - df < %(max_candidates)s
 ),
 -- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see: one of its
--- groups is a group of every document the fact corrects. A handful of rows, searched exactly.
+-- groups is a group of every document the fact corrects. Few rows, searched exactly.
 facts AS MATERIALIZED (
-    SELECT f.id, f.keywords, f.token_count, f.embedding
-    FROM learned_facts f JOIN corrections r ON r.id = f.correction_id
-    WHERE r.status = 'approved' AND learned_fact_groups(f.correction_id) && %(groups)s::text[]
+    SELECT f.id, f.keywords, f.token_count FROM learned_facts f
+    WHERE f.allowed_groups && %(groups)s::text[]
 ),
 -- MATERIALIZED: built once, not again for every candidate that the phrase bonus looks at.
 phrase_queries AS MATERIALIZED (
@@ -59,8 +58,9 @@ kw_candidates AS (
        AND c.allowed_groups && %(groups)s::text[]
      LIMIT %(max_candidates)s)
     UNION ALL
-    SELECT f.id, f.keywords, f.token_count FROM facts f
-    WHERE f.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
+    (SELECT f.id, f.keywords, f.token_count FROM facts f
+     WHERE f.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
+     LIMIT %(max_candidates)s)
 ),
 kw AS (
     SELECT k.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
@@ -96,7 +96,8 @@ vec_nearest AS (
      ORDER BY v.embedding <=> %(query_vector)s::vector
      LIMIT %(view_limit)s)
     UNION ALL
-    (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM facts f
+    (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM learned_facts f
+     WHERE f.id IN (SELECT id FROM facts)
      ORDER BY 2 LIMIT %(view_limit)s)
 ),
 vec AS (
@@ -147,7 +148,7 @@ SELECT f.id, NULL, 'kb-correction:' || r.id, '利用者による訂正 #' || r.i
        f.keyword_score, f.coverage, true
 FROM fused f
 JOIN learned_facts l ON l.id = f.id
-JOIN corrections r ON r.id = l.correction_id
+JOIN corrections r ON r.id = l.correction_id AND r.status = 'approved'  -- decided meanwhile
 ORDER BY score DESC, chunk_id
 LIMIT %(k)s;
 
@@ -156,7 +157,7 @@ LIMIT %(k)s;
 -- fact's are those of every document it corrects.
 SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s)
 UNION ALL
-SELECT 'kb-correction:' || correction_id, learned_fact_groups(correction_id) FROM learned_facts
+SELECT 'kb-correction:' || correction_id, allowed_groups FROM learned_facts
 WHERE 'kb-correction:' || correction_id = ANY(%(uris)s);
 
 -- name: unknown_terms

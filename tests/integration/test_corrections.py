@@ -223,10 +223,9 @@ async def test_a_rebuilt_generation_embeds_the_facts_with_its_own_model(client, 
     assert conn.execute("SELECT count(*) FROM learned_facts").fetchone()[0] == 0
     assert index_learned_facts(conn, embedder_for) == 1
     assert index_learned_facts(conn, embedder_for) == 0
-    # Who sees a fact is read from the generation on the search path, also after the same
-    # session asked the live one (a cached plan must not keep the other's documents).
+    # Each generation's facts follow that generation's documents.
     conn.execute("UPDATE documents SET allowed_groups = '{hr}'")
-    groups = "SELECT learned_fact_groups(correction_id) FROM learned_facts"
+    groups = "SELECT allowed_groups FROM learned_facts"
     assert conn.execute(groups).fetchone()[0] == ["hr"]
     use_generation(conn, None)
     assert conn.execute(groups).fetchone()[0] == ["all-employees"]
