@@ -319,3 +319,18 @@ async def test_the_pages_corrections_and_reviews_need_the_sessions_csrf_token(se
         cited = (await client.post("/v1/ask", json={"question": HOLIDAY_QUESTION},
                                    headers=token)).json()["citations"]
         assert any(c["learned_fact"] and c["heading"].startswith("承認: 佐藤（") for c in cited)
+
+
+async def test_a_re_permission_narrows_the_fact_in_its_own_transaction(client, tokens, conn,
+                                                                      corpus, settings):
+    approve_correction(conn, await submit(client, tokens["staff"]), "佐藤", embedder_for)
+    uri = str(corpus / "all" / "休暇規程.md")
+    fact_groups = "SELECT allowed_groups FROM learned_facts"
+    with psycopg.connect(settings.database_url) as writer:
+        writer.execute(query("regroup_document"), {"uri": uri, "groups": ["hr"], "rule": "t"})
+        assert writer.execute(fact_groups).fetchone()[0] == ["hr"]  # before it commits
+        assert conn.execute(fact_groups).fetchone()[0] == ["all-employees"]  # others: before
+        assert await learned(client, tokens["colleague"])
+        writer.commit()
+    assert conn.execute(fact_groups).fetchone()[0] == ["hr"]
+    assert await learned(client, tokens["colleague"]) == []
