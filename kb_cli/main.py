@@ -122,6 +122,24 @@ def _parser() -> argparse.ArgumentParser:
                      ("kb token revoke portal",))
     revoke.add_argument("name")
 
+    corrections = _group(sub, "corrections", "employees' corrections awaiting review",
+                         ("kb corrections list", "kb corrections approve 12"))
+    actions = corrections.add_subparsers(dest="action", required=True)
+    _command(actions, "list", "corrections:run",
+             "corrections awaiting review: new ones, and approved ones whose document changed",
+             ("kb corrections list", "kb corrections list --json"))
+    approve = _command(actions, "approve", "corrections:run",
+                       "make a correction a learned fact, for the groups of every document it "
+                       "corrects", ("kb corrections approve 12 --reviewer 佐藤",))
+    reject = _command(actions, "reject", "corrections:run",
+                      "refuse a correction (an approved one stops being served)",
+                      ("kb corrections reject 12 --note 規程の誤読",))
+    for decision in (approve, reject):
+        decision.add_argument("id", type=int)
+        decision.add_argument("--reviewer", default=None,
+                              help="the name cited with the fact (default: your user name)")
+    reject.add_argument("--note", default=None, help="why, for the record")
+
     gen = _group(sub, "generation", "index generations: list, rebuild, discard",
                  ("kb generation list", "kb generation rebuild"))
     actions = gen.add_subparsers(dest="action", required=True)

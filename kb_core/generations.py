@@ -3,7 +3,7 @@
 Each generation's index tables live in a schema `kb_gen_<id>`; the same names in `public` are
 views onto the live generation. Readers and the document-by-document writers use the plain
 names and so always reach the live generation; a rebuild writes into its own schema by putting
-it first on the search path (`use_generation`). Publishing replaces the five views in one
+it first on the search path (`use_generation`). Publishing replaces the views in one
 transaction, so every statement sees one generation whole, never a mix.
 """
 
@@ -55,7 +55,7 @@ Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
 GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "index_settings",
-                     "staged_documents")
+                     "staged_documents", "learned_facts")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.
@@ -176,6 +176,11 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "REFERENCES {new}.documents (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.chunk_vectors ADD FOREIGN KEY (chunk_id) "
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE").format(new=new))
+        # Its learned facts follow its documents' groups (sql/010_corrections.sql).
+        conn.execute(sql.SQL(
+            "CREATE TRIGGER documents_learned_facts AFTER INSERT OR UPDATE OR DELETE "
+            "ON {}.documents FOR EACH STATEMENT "
+            "EXECUTE FUNCTION public.learned_facts_follow_documents()").format(new))
     log.info("created index generation %d for %s", new_id, version)
     return generation(conn, new_id)
 
@@ -284,6 +289,10 @@ def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: 
             "FOR EACH STATEMENT EXECUTE FUNCTION public.bump_index_version()").format(schema))
         retired = conn.execute(query("retire_live_generation")).fetchone()[0]
         conn.execute(query("make_generation_live"), {"id": generation_id})
+        # Corrections rejected or retired since the rebuild's facts were embedded are not
+        # served by it; those whose documents it holds with other bytes go back for review.
+        conn.execute(query("drop_unapproved_facts"))
+        conn.execute(query("retire_stale_corrections"))
         conn.execute(query("bump_index_version"))
     return retired
 

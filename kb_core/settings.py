@@ -104,6 +104,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_DOCUMENT_DOWNLOADS", "`off`",
              "`on` lets callers download a cited document's original file (as an attachment, "
              "only while it still has the indexed SHA-256)"),
+    Variable("KB_REVIEWER_GROUP", "unset",
+             "members of this group review employees' corrections on the page (only those of "
+             "documents they may read); unset: only `kb corrections` reviews"),
     Variable("KB_RATE_LIMIT_PER_MINUTE", "120", "requests a minute per caller; 0 turns it off"),
     Variable("KB_RATE_LIMIT_BURST", "20", "requests a caller may make at once"),
     Variable("KB_TRUSTED_PROXIES", "`127.0.0.1,::1`",
@@ -288,6 +291,7 @@ class ServiceSettings:
     session_idle_s: int = 60 * 60
     session_max_s: int = 12 * 3600
     document_downloads: bool = False
+    reviewer_group: str = ""  # reviews corrections on the page; "" leaves it to the shell
     rate_limit_per_minute: int = 120
     rate_limit_burst: int = 20
     trusted_proxies: tuple[str, ...] = ("127.0.0.1", "::1")
@@ -337,6 +341,7 @@ class ServiceSettings:
             session_idle_s=int(60 * env.number("KB_SESSION_IDLE_MINUTES", 60, positive=True)),
             session_max_s=int(3600 * env.number("KB_SESSION_MAX_HOURS", 12, positive=True)),
             document_downloads=downloads == "on",
+            reviewer_group=env.text("KB_REVIEWER_GROUP"),
             rate_limit_per_minute=whole("KB_RATE_LIMIT_PER_MINUTE", cls.rate_limit_per_minute),
             rate_limit_burst=whole("KB_RATE_LIMIT_BURST", cls.rate_limit_burst),
             trusted_proxies=proxies or cls.trusted_proxies,

@@ -12,6 +12,11 @@ from kb_pipeline.defs.generations import (
     generation_evaluation,
     published_generation,
 )
+from kb_pipeline.defs.learned_facts import (
+    LEARNED_FACTS_JOB,
+    learned_facts,
+    learned_facts_sensor,
+)
 from kb_pipeline.defs.resources import resources_for
 from kb_pipeline.defs.run_logging import RUN_LOGGERS
 from kb_pipeline.defs.sensor import docs_folder_sensor
@@ -27,10 +32,11 @@ def make_definitions(settings: Settings) -> dg.Definitions:
             retrieval_evaluation,
             generation_evaluation,
             published_generation,
+            learned_facts,
         ],
         asset_checks=INDEX_CHECKS,
-        jobs=[ingestion.INGEST_JOB, GATE_JOB, discard_generation_job],
-        sensors=[docs_folder_sensor, EVALUATION_SENSOR],
+        jobs=[ingestion.INGEST_JOB, GATE_JOB, discard_generation_job, LEARNED_FACTS_JOB],
+        sensors=[docs_folder_sensor, EVALUATION_SENSOR, learned_facts_sensor],
         resources=resources_for(settings),
         loggers=RUN_LOGGERS,
     )

@@ -51,6 +51,7 @@ class Citation(msgspec.Struct):
     page: str | None
     chunk_id: int
     quote: str
+    learned_fact: bool = False  # an approved correction: heading names reviewer and date
 
 
 class AskResult(msgspec.Struct):
@@ -145,7 +146,7 @@ class Asker:
             citations=[
                 Citation(n=p.n, source_uri=h.source_uri, path=p.path, title=p.title,
                          heading=p.heading, page=p.page, chunk_id=p.chunk_id,
-                         quote=_quote(p.content))
+                         quote=_quote(p.content), learned_fact=h.learned_fact)
                 for p, h in cited
             ],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),

@@ -70,11 +70,12 @@ class Ranks(msgspec.Struct):
 
 
 class SearchHit(msgspec.Struct):
-    """One passage as `kb search` and `POST /v1/search` return it (DESIGN.md)."""
+    """One passage as `kb search` and `POST /v1/search` return it (DESIGN.md), or a learned
+    fact (an approved correction): no document of its own, cited as 利用者による訂正."""
 
     rank: int
     chunk_id: int
-    document_id: int
+    document_id: int | None
     source_uri: str
     path: str
     title: str
@@ -84,6 +85,7 @@ class SearchHit(msgspec.Struct):
     content: str
     score: float
     ranks: Ranks
+    learned_fact: bool = False
 
 
 class Evidence(msgspec.Struct):
@@ -165,12 +167,12 @@ def hybrid_search(
     hits, evidence = [], []
     for rank, row in enumerate(rows, start=1):
         (chunk_id, document_id, source_uri, path, title, heading, page, chunk_index, content,
-         score, vector_rank, keyword_rank, similarity, keyword_score, coverage) = row
+         score, vector_rank, keyword_rank, similarity, keyword_score, coverage, learned) = row
         hits.append(SearchHit(
             rank=rank, chunk_id=chunk_id, document_id=document_id, source_uri=source_uri,
             path=path, title=title, heading=heading, page=page, chunk_index=chunk_index,
             content=content, score=round(float(score), 6),
-            ranks=Ranks(vector=vector_rank, keyword=keyword_rank),
+            ranks=Ranks(vector=vector_rank, keyword=keyword_rank), learned_fact=learned,
         ))
         evidence.append(Evidence(
             similarity=None if similarity is None else float(similarity),

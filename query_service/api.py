@@ -30,13 +30,17 @@ from query_service.sessions import CSRF_HEADER, WebSession
 
 __all__ = [
     "BEARER",
+    "CLOSED",
     "ERROR_RESPONSES",
     "ErrorBody",
     "KnowledgeController",
+    "Text",
     "error_response",
+    "exact_body",
     "provide_caller",
     "provide_session",
     "session_caller",
+    "storable",
 ]
 
 BEARER = "bearerToken"  # the OpenAPI security scheme: an API token or an employee's JWT
@@ -177,10 +181,10 @@ def _checked(text: str, state: State, field: str) -> str:
     if len(text) > state.max_question_chars:
         raise ServiceError(f"{field} has {len(text)} characters; the limit is "
                            f"{state.max_question_chars}", code="question_too_long")
-    return _storable(text)
+    return storable(text)
 
 
-def _storable(text: str) -> str:
+def storable(text: str) -> str:
     """`text` with NUL, which JSON allows and PostgreSQL text cannot hold (a search or a logged
     question holding one failed with a 500), replaced by U+FFFD as for any undecodable input."""
     return text.replace("\x00", "\ufffd")
@@ -196,7 +200,7 @@ class KnowledgeController(Controller):
     async def search(self, request: Request, data: Annotated[SearchRequest, CLOSED],
                      caller: Caller, state: State) -> SearchResult:
         """Hybrid search over the documents the caller may see."""
-        data = await _exact(request, SearchRequest)
+        data = await exact_body(request, SearchRequest)
         query = _checked(data.query, state, "query")
         service: KnowledgeService = state.service
         return public(await anyio.to_thread.run_sync(service.search, caller, query, data.k,
@@ -209,7 +213,7 @@ class KnowledgeController(Controller):
     async def ask(self, request: Request, data: Annotated[AskRequest, CLOSED], caller: Caller,
                   state: State) -> Response[AskResult]:
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
-        data = await _exact(request, AskRequest)
+        data = await exact_body(request, AskRequest)
         question = _checked(data.question, state, "question")
         if data.stream:
             return ServerSentEvent(_answer_events(state.service, caller, question))
@@ -220,8 +224,8 @@ class KnowledgeController(Controller):
     async def feedback(self, request: Request, data: Annotated[FeedbackRequest, CLOSED],
                        caller: Caller, state: State) -> FeedbackReceipt:
         """Mark an answer this caller received as helpful or not, with an optional comment."""
-        data = await _exact(request, FeedbackRequest)
-        comment = _storable(data.comment) if data.comment is not None else None
+        data = await exact_body(request, FeedbackRequest)
+        comment = storable(data.comment) if data.comment is not None else None
         found = await anyio.to_thread.run_sync(
             state.service.feedback, caller, str(data.query_id), data.helpful, comment)
         if not found:
@@ -236,7 +240,7 @@ class KnowledgeController(Controller):
         return RecentQuestions(await anyio.to_thread.run_sync(service.recent_questions, caller))
 
 
-async def _exact(request: Request, struct: type[S]) -> S:
+async def exact_body(request: Request, struct: type[S]) -> S:
     """The body read with the types the schema states. Litestar converts bodies in lax mode,
     which took 0 for false and "5" for 5 (schemathesis sent {"stream": 0} and got an answer):
     a client that sends other types has a bug it should hear about. JSON Schema counts 28.0
@@ -259,10 +263,13 @@ async def _answer_events(service: KnowledgeService, caller: Caller,
                          question: str) -> AsyncIterator[ServerSentEventMessage]:
     """`citations` (the passages offered), `delta` text events, then `done` with the result."""
     query_id, prepared = await anyio.to_thread.run_sync(service.prepare_stream, caller, question)
-    # document_id: where the page's citation card opens the source (GET /v1/documents/{id}).
-    documents = {h.chunk_id: h.document_id for h in prepared.search.hits}
+    # document_id: where the page's citation card opens the source (GET /v1/documents/{id});
+    # null for a learned fact, which has no document of its own.
+    hits = {h.chunk_id: h for h in prepared.search.hits}
     offered = [{"n": p.n, "path": p.path, "title": p.title, "heading": p.heading,
-                "page": p.page, "chunk_id": p.chunk_id, "document_id": documents[p.chunk_id]}
+                "page": p.page, "chunk_id": p.chunk_id,
+                "document_id": hits[p.chunk_id].document_id,
+                "learned_fact": hits[p.chunk_id].learned_fact}
                for p in prepared.passages]
     yield ServerSentEventMessage(event="citations", data=_json({"passages": offered}))
     stream = service.stream(prepared, question)

@@ -29,6 +29,7 @@ from kb_search.engine import build_engine
 from kb_search.knowledge import KnowledgeService
 from kb_search.search import pooled_search_connection
 from query_service.api import BEARER, KnowledgeController
+from query_service.corrections import CorrectionsController
 from query_service.documents import DocumentsController
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
@@ -158,6 +159,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         state.oidc = None if dev_user else OidcProvider.from_settings(service, state.jwt)
         state.sessions = SessionStore.from_settings(service, dev_sign_in=dev_user is not None)
         state.document_downloads = service.document_downloads
+        state.reviewer_group = service.reviewer_group
         state.rate_limiter = RateLimiter.from_settings(service)
         state.max_question_chars = service.max_question_chars
         purge = asyncio.create_task(
@@ -173,7 +175,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
 
     return Litestar(
         route_handlers=[healthz, readyz, KnowledgeController, DocumentsController,
-                        SignInController, page, static_files],
+                        CorrectionsController, SignInController, page, static_files],
         lifespan=[lifespan],
         allowed_hosts=_allowed_hosts(service.public_url, port if dev_user else None),
         exception_handlers=EXCEPTION_HANDLERS,

@@ -14,6 +14,7 @@ from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
 from query_service.api import provide_session
+from query_service.corrections import is_reviewer
 from query_service.errors import EXCEPTION_HANDLERS, ServiceError
 from query_service.sessions import WebSession
 
@@ -63,6 +64,7 @@ async def page(state: State, session: WebSession | None) -> Response[str]:
         user_name=html.escape(session.display_name if session else ""),
         user_groups=html.escape(", ".join(session.caller.groups) if session else ""),
         sign_in_available="true" if state.dev_user or state.oidc else "false",
+        reviewer="true" if session and is_reviewer(session.caller, state) else "false",
         sign_in_help=_sign_in_help(state),
     )
     return Response(body, media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)

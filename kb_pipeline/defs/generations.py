@@ -39,6 +39,7 @@ from kb_pipeline.access import AccessError
 from kb_pipeline.catalogue import stale_documents
 from kb_pipeline.defs.evaluation import evaluate_index, evaluation_settings
 from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.learned_facts import facts_embedder_for
 from kb_pipeline.defs.resources import (
     AnswererResource,
     EmbedderResource,
@@ -47,6 +48,7 @@ from kb_pipeline.defs.resources import (
 )
 from kb_pipeline.runs import GENERATION_TAG, UNFINISHED, partition_ranges, range_tags
 from kb_pipeline.stages import access_now, pipeline_version
+from kb_search.learned_facts import index_learned_facts
 from kb_search.report import metrics_markdown, misses_markdown
 
 __all__ = [
@@ -109,6 +111,8 @@ def generation_evaluation(
             context.log.warning("live generation not comparable: %s", exc)
             live = None
     with postgres.connection(gen_id) as conn:
+        # Approved corrections, embedded with the candidate's own model, are measured with it.
+        index_learned_facts(conn, facts_embedder_for(embedder))
         report = evaluate_index(conn, engine)
     recall = report.modes["hybrid"].recall.at_5
     live_recall = live.modes["hybrid"].recall.at_5 if live is not None else None
@@ -166,6 +170,9 @@ def published_generation(
     old generation whole, every search after it the new one. The generation it replaces is
     dropped."""
     gen_id = int(context.partition_key)
+    with postgres.connection(gen_id) as conn:
+        # Corrections decided since the evaluation: embedding takes no lock the switch needs.
+        index_learned_facts(conn, facts_embedder_for(embedder))
     with postgres.connection() as conn:
         retired = publish_generation(conn, gen_id, pipeline_version(embedder.get()),
                                      _current_access(conn))

@@ -88,27 +88,34 @@ function whereIn(passage) {
   return [passage.heading, passage.page].filter(Boolean).join(" ・ ");
 }
 
+// A passage opens its document; a learned fact (an approved correction) has none to open.
+function sourceLink(p) {
+  if (p.learned_fact) return null;
+  const open = el("a", {
+    href: `/v1/documents/${p.document_id}?chunk_id=${p.chunk_id}`,
+    class: "open", textContent: "原文を開く",
+  });
+  open.addEventListener("click", (event) => {
+    event.preventDefault();
+    openSource(p.document_id, p.chunk_id);
+  });
+  return open;
+}
+
 function renderCitations(passages, quotes) {
   const list = $("citations");
   list.replaceChildren();
   for (const p of passages) {
-    const open = el("a", {
-      href: `/v1/documents/${p.document_id}?chunk_id=${p.chunk_id}`,
-      class: "open", textContent: "原文を開く",
-    });
-    open.addEventListener("click", (event) => {
-      event.preventDefault();
-      openSource(p.document_id, p.chunk_id);
-    });
     const quote = quotes ? quotes.get(p.n) : null;
-    list.append(el("li", { id: `cite-${p.n}`, class: "card" },
+    list.append(el("li", { id: `cite-${p.n}`, class: p.learned_fact ? "card learned" : "card" },
       el("div", { class: "card-head" },
         el("span", { class: "num", textContent: `[${p.n}]` }),
-        el("strong", { class: "title", textContent: p.title })),
-      el("div", { class: "path", textContent: p.path }),
+        el("strong", { class: "title", textContent: p.title }),
+        p.learned_fact ? el("span", { class: "badge", textContent: "利用者による訂正" }) : null),
+      p.learned_fact ? null : el("div", { class: "path", textContent: p.path }),
       whereIn(p) ? el("div", { class: "where", textContent: whereIn(p) }) : null,
       quote ? el("blockquote", { textContent: quote }) : null,
-      open));
+      sourceLink(p)));
   }
   $("sources-title").hidden = passages.length === 0;
 }
@@ -122,6 +129,10 @@ async function ask(question) {
   $("feedback-thanks").hidden = true;
   $("feedback-comment").value = "";
   $("feedback-send").disabled = true;
+  $("correct").hidden = true;
+  $("correct-form").hidden = true;
+  $("correct-thanks").hidden = true;
+  $("correction").value = "";
   for (const vote of document.querySelectorAll(".vote")) vote.setAttribute("aria-pressed", "false");
   $("answer").replaceChildren();
   $("citations").replaceChildren();
@@ -169,6 +180,9 @@ function finish(result) {
     const cited = [...current.passages.values()].filter((p) => quotes.has(p.n));
     renderAnswer(result.answer);
     renderCitations(cited, quotes);
+    // What a correction concerns: the cited passages of documents, not other corrections.
+    current.correctable = cited.filter((p) => !p.learned_fact).map((p) => p.chunk_id);
+    $("correct").hidden = current.correctable.length === 0;
     if (!result.verified) {
       $("warning").textContent = "この回答の一部は出典で確認できませんでした。出典を必ず確認してください。";
       $("warning").hidden = false;
@@ -188,6 +202,50 @@ async function sendFeedback(helpful) {
                                    : "フィードバックを送信できませんでした。";
   thanks.hidden = false;
   if (response.ok) $("feedback-send").disabled = true;
+}
+
+async function sendCorrection() {
+  const correction = $("correction").value.trim();
+  if (!correction || !current || !current.queryId) return;
+  const response = await api("/v1/corrections", {
+    method: "POST",
+    body: { query_id: current.queryId, correction, chunk_ids: current.correctable },
+  });
+  const thanks = $("correct-thanks");
+  thanks.textContent = response.ok
+    ? "訂正を送信しました。審査担当者が確認してから回答に反映されます。"
+    : "訂正を送信できませんでした。";
+  thanks.hidden = false;
+  if (response.ok) $("correct-form").hidden = true;
+}
+
+// The reviewer's list: each correction with the passages it concerns, approved or rejected
+// here; the list is read again after each decision.
+async function loadReview() {
+  const response = await api("/v1/corrections");
+  if (!response.ok) return;
+  const { corrections } = await response.json();
+  $("review-empty").hidden = corrections.length > 0;
+  $("review-list").replaceChildren(...corrections.map((c) => {
+    const decide = (action) => async () => {
+      const body = action === "reject" ? {} : undefined;
+      await api(`/v1/corrections/${c.id}/${action}`, { method: "POST", body });
+      loadReview();
+    };
+    const approve = el("button", { type: "button", textContent: "承認" });
+    approve.addEventListener("click", decide("approve"));
+    const reject = el("button", { type: "button", class: "reject", textContent: "却下" });
+    reject.addEventListener("click", decide("reject"));
+    const retired = c.status === "retired" ? "（文書が変更されたため再審査）" : "";
+    return el("li", { class: "review-item", "data-id": String(c.id) },
+      el("div", { class: "meta",
+        textContent: `#${c.id} ${c.submitter_name} ・ ${c.submitted_at.slice(0, 10)}${retired}` }),
+      el("div", { textContent: `質問：${c.question}` }),
+      el("blockquote", { class: "correction", textContent: c.correction }),
+      ...c.passages.map((p) => el("div", { class: "source",
+        textContent: `出典：${p.path} ・ ${p.heading}${p.gone ? "（削除済み）" : p.changed ? "（変更あり）" : ""}` })),
+      el("div", { class: "decide" }, approve, reject));
+  }));
 }
 
 async function openSource(documentId, chunkId) {
@@ -259,6 +317,18 @@ function start() {
     });
   }
   $("feedback-send").addEventListener("click", () => sendFeedback(current.helpful));
+  $("correct-open").addEventListener("click", () => {
+    $("correct-form").hidden = false;
+    $("correction").focus();
+  });
+  $("correct-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sendCorrection();
+  });
+  if (document.body.dataset.reviewer === "true") {
+    $("review").hidden = false;
+    loadReview();
+  }
   $("sign-out").addEventListener("click", async () => {
     await api("/auth/logout", { method: "POST" });
     window.location.href = "/";

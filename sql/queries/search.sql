@@ -37,6 +37,12 @@ seeds AS (
     ) ranked
     WHERE running - df < %(max_candidates)s
 ),
+-- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see: one of its
+-- groups is a group of every document the fact corrects. Few rows, searched exactly.
+facts AS MATERIALIZED (
+    SELECT f.id, f.keywords, f.token_count FROM learned_facts f
+    WHERE f.allowed_groups && %(groups)s::text[]
+),
 -- MATERIALIZED: built once, not again for every candidate that the phrase bonus looks at.
 phrase_queries AS MATERIALIZED (
     SELECT (%(phrases)s::tsquery[])[phrase + 1] AS query, sum(weight * idf) AS weight
@@ -46,11 +52,15 @@ phrase_queries AS MATERIALIZED (
 kw_candidates AS (
     -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
     -- below reads them in place; out of line, each use would fetch the value again.
-    SELECT c.id, c.keywords, c.token_count
-    FROM chunks c
-    WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
-      AND c.allowed_groups && %(groups)s::text[]
-    LIMIT %(max_candidates)s
+    (SELECT c.id, c.keywords, c.token_count
+     FROM chunks c
+     WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
+       AND c.allowed_groups && %(groups)s::text[]
+     LIMIT %(max_candidates)s)
+    UNION ALL
+    (SELECT f.id, f.keywords, f.token_count FROM facts f
+     WHERE f.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
+     LIMIT %(max_candidates)s)
 ),
 kw AS (
     SELECT k.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
@@ -80,11 +90,15 @@ kw AS (
 -- A chunk is found by its nearest embedding view (a long chunk has several, see
 -- sql/007_chunk_vectors.sql): the nearest views, then each chunk once at its best distance.
 vec_nearest AS (
-    SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
-    FROM chunk_vectors v
-    WHERE v.allowed_groups && %(groups)s::text[]
-    ORDER BY v.embedding <=> %(query_vector)s::vector
-    LIMIT %(view_limit)s
+    (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
+     FROM chunk_vectors v
+     WHERE v.allowed_groups && %(groups)s::text[]
+     ORDER BY v.embedding <=> %(query_vector)s::vector
+     LIMIT %(view_limit)s)
+    UNION ALL
+    (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM learned_facts f
+     WHERE f.id IN (SELECT id FROM facts)
+     ORDER BY 2 LIMIT %(view_limit)s)
 ),
 vec AS (
     SELECT id, 1 - distance AS similarity, row_number() OVER (ORDER BY distance, id) AS rank
@@ -93,7 +107,7 @@ vec AS (
     LIMIT %(vector_limit)s
 ),
 coded AS (
-    SELECT c.id FROM chunks c
+    SELECT c.id FROM (SELECT id, keywords FROM chunks UNION ALL SELECT id, keywords FROM facts) c
     WHERE %(code_query)s::tsquery IS NOT NULL
       AND c.id IN (SELECT id FROM vec UNION SELECT id FROM kw)
       AND c.keywords @@ %(code_query)s::tsquery
@@ -121,16 +135,30 @@ fused AS (
 )
 SELECT f.id AS chunk_id, d.id AS document_id, d.source_uri, d.path, d.title, c.heading,
        c.location AS page, c.chunk_index, c.content, f.score, f.vector_rank, f.keyword_rank,
-       f.similarity, f.keyword_score, f.coverage
+       f.similarity, f.keyword_score, f.coverage, false AS learned
 FROM fused f
 JOIN chunks c ON c.id = f.id
 JOIN documents d ON d.id = c.document_id
-ORDER BY f.score DESC, f.id
+UNION ALL
+-- A learned fact is cited as what it is: an employee's correction, approved by a reviewer.
+SELECT f.id, NULL, 'kb-correction:' || r.id, '利用者による訂正 #' || r.id,
+       '利用者による訂正（承認済み）',
+       '承認: ' || r.reviewed_by || '（' || to_char(r.reviewed_at, 'YYYY-MM-DD') || '）',
+       NULL, 0, r.correction, f.score, f.vector_rank, f.keyword_rank, f.similarity,
+       f.keyword_score, f.coverage, true
+FROM fused f
+JOIN learned_facts l ON l.id = f.id
+JOIN corrections r ON r.id = l.correction_id AND r.status = 'approved'  -- decided meanwhile
+ORDER BY score DESC, chunk_id
 LIMIT %(k)s;
 
 -- name: documents_groups
--- The groups of each document, by source_uri: whom an answer's citations may reach.
-SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s);
+-- The groups of each document, by source_uri: whom an answer's citations may reach; a learned
+-- fact's are those of every document it corrects.
+SELECT source_uri, allowed_groups FROM documents WHERE source_uri = ANY(%(uris)s)
+UNION ALL
+SELECT 'kb-correction:' || correction_id, allowed_groups FROM learned_facts
+WHERE 'kb-correction:' || correction_id = ANY(%(uris)s);
 
 -- name: unknown_terms
 -- The terms no passage the caller's groups may see holds: what the question asks about that,

@@ -103,8 +103,9 @@ def test_openapi_contract_holds_for_generated_requests(target, mode):
     # private node id), so its strategy for all operations is driven by hypothesis directly.
     api = schemathesis.openapi.from_url(f"{target.base_url}/schema/openapi.json")
     headers = {"Authorization": f"Bearer {target.app_token}"}
-    with target.client() as client:  # feedback needs a query this caller asked
-        asked = client.post("/v1/ask", json={"question": "有給休暇の申請期限"}).json()["query_id"]
+    with target.client() as client:  # feedback and corrections need a query this caller asked
+        answer = client.post("/v1/ask", json={"question": "有給休暇の申請期限"}).json()
+    asked = answer["query_id"]
 
     @given(case=api.as_strategy(mode))
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
@@ -114,6 +115,11 @@ def test_openapi_contract_holds_for_generated_requests(target, mode):
         # names a query the caller asked (an unknown one is a 400 `unknown_query`).
         if mode is GenerationMode.POSITIVE and case.path == "/v1/feedback":
             case.body["query_id"] = asked
+        # A correction names passages of that answer, as well.
+        if mode is GenerationMode.POSITIVE and case.path == "/v1/corrections" \
+                and case.method == "POST":
+            case.body |= {"query_id": asked,
+                          "chunk_ids": [c["chunk_id"] for c in answer["citations"]]}
         case.call_and_validate(headers=headers)
 
     generated()

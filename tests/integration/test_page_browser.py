@@ -23,6 +23,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = REPO_ROOT / "tests" / "screenshots"
 # Test configuration, not the product's: the product reads its variables in kb_core/settings.
 REQUIRE_BROWSER = os.environ.get("KB_REQUIRE_BROWSER") == "1"
+REVIEWERS = "kb-reviewers"
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,8 @@ def service(settings, instance, tmp_path, provider) -> Iterator[str]:
     port = free_port()
     app = web_app(settings, jwt_issuer=provider.issuer, jwt_audience=CLIENT_ID,
                   jwt_jwks=f"{provider.issuer}/jwks", oidc_client_id=CLIENT_ID,
-                  public_url=f"http://127.0.0.1:{port}", document_downloads=True)
+                  public_url=f"http://127.0.0.1:{port}", document_downloads=True,
+                  reviewer_group=REVIEWERS)
     with served(app, port) as url:
         yield url
 
@@ -187,3 +189,54 @@ def test_the_browser_is_refused_forged_and_expired_sessions_missing_csrf_tokens_
     page.locator("#status", has_text="有効期限").wait_for()
     page.get_by_role("heading", name="サインインしてください").wait_for()
     context.close()
+
+
+def test_a_correction_is_approved_by_a_reviewer_and_cited_only_for_its_documents_groups(
+    service, browser, provider, settings
+):
+    def signed_in(user: dict) -> object:
+        provider.user = user
+        page = browser.new_context(locale="ja-JP", viewport={"width": 1280, "height": 900}
+                                   ).new_page()
+        _sign_in(page, service)
+        return page
+
+    def answered(page, question: str) -> None:
+        _ask(page, question)
+        page.locator("#feedback").wait_for()
+
+    employee = signed_in({"sub": "emp-2001", "name": "田中 一郎", "groups": ["all-employees"]})
+    answered(employee, HOLIDAY_QUESTION)
+    assert employee.locator("#review").is_hidden()
+    employee.get_by_role("button", name="回答を訂正する").click()
+    employee.fill("#correction", "2026年4月から、年次有給休暇は5営業日前までに申請する。")
+    employee.get_by_role("button", name="訂正を送信").click()
+    employee.locator("#correct-thanks", has_text="送信しました").wait_for()
+    employee.context.close()
+
+    reviewer = signed_in({"sub": "emp-0042", "name": "佐藤 花子",
+                          "groups": ["all-employees", REVIEWERS]})
+    item = reviewer.locator("#review-list .review-item").first
+    item.wait_for()
+    assert "5営業日前" in item.inner_text() and "all/休暇規程.md" in item.inner_text()
+    _screenshot(reviewer, "review-desktop")
+    item.get_by_role("button", name="承認").click()
+    reviewer.locator("#review-empty").wait_for()
+    reviewer.context.close()
+
+    colleague = signed_in({"sub": "emp-3003", "name": "鈴木 次郎", "groups": ["all-employees"]})
+    answered(colleague, HOLIDAY_QUESTION)
+    learned = colleague.locator("#citations .card.learned")
+    learned.first.wait_for()
+    text = learned.first.inner_text()
+    assert "利用者による訂正（承認済み）" in text and "承認: 佐藤 花子（" in text
+    assert "5営業日前" in text
+    assert learned.first.get_by_role("link", name="原文を開く").count() == 0
+    _screenshot(colleague, "learned-fact-desktop")
+    colleague.context.close()
+
+    outsider = signed_in({"sub": "emp-4004", "name": "高橋 三郎", "groups": ["hr"]})
+    answered(outsider, HOLIDAY_QUESTION)
+    assert outsider.locator("#citations .card.learned").count() == 0
+    assert "5営業日前" not in outsider.locator("#result").inner_text()
+    outsider.context.close()

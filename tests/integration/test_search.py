@@ -10,10 +10,12 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from kb_core.embeddings import embedder_for_index
 from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
 from kb_pipeline.in_process import ingest_paths
+from kb_search.corrections import approve_correction
 from kb_search.documents import document_view, indexed_original
 from kb_search.search import MODES, Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
@@ -357,3 +359,77 @@ def test_a_term_only_forbidden_documents_hold_is_unknown_to_the_caller(corpus, c
 
     assert {"給与", "支給"} <= unknown(["all-employees"])
     assert not {"給与", "支給"} & unknown(["hr"])
+
+
+# The permission property above, with learned facts (approved corrections): corrections
+# of one document, of several sharing a group, and of documents of different groups.
+FACTS = {
+    "給与支給日は毎月20日に変更された。": ["secret/給与.md"],
+    "副業の届出と年休の申請は同じ様式で行う。": ["all/就業規則.md", "all/休暇.md"],
+    "QC-2031の対象ZP-2041の給与手当は廃止された。": ["all/QC-2031_報告書.md", "secret/給与.md"],
+    "東京都庁の見学と独身寮の入居は品質検査報告書とは無関係である。": ["all/寮.md", "all/都庁.md"],
+}
+
+
+@pytest.fixture
+def learned(corpus: Path, conn: psycopg.Connection) -> dict[str, list[str]]:
+    """The corpus with FACTS approved: each fact's source_uri and its documents'."""
+    facts = {}
+    for text, rels in FACTS.items():
+        uris = [str(corpus / rel) for rel in rels]
+        correction_id = conn.execute(
+            "INSERT INTO corrections (correction, question, answer, submitted_kind, "
+            "submitted_by, submitter_name) VALUES (%s, %s, '', 'cli', 'test', 'test') "
+            "RETURNING id", (text, text)).fetchone()[0]
+        conn.execute(
+            "INSERT INTO correction_sources (correction_id, position, source_uri, checksum, "
+            "path, heading, passage) SELECT %s, row_number() OVER (), source_uri, checksum, "
+            "path, '', '' FROM documents WHERE source_uri = ANY(%s)", (correction_id, uris))
+        approve_correction(conn, correction_id, "test",
+                           lambda model: embedder_for_index(model, EmbedderSettings("hashing")))
+        facts[f"kb-correction:{correction_id}"] = uris
+    return facts
+
+
+@hypothesis_settings(max_examples=300, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
+                        max_size=len(CORPUS)),
+    caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
+    question=_QUESTIONS | st.sampled_from(list(FACTS)),
+    mode=st.sampled_from(MODES),
+)
+def test_no_learned_fact_reaches_a_caller_outside_the_groups_every_corrected_document_grants(
+    corpus, learned, conn, searcher, assignment, caller, question, mode
+):
+    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
+    for uri, groups in zip(uris, assignment, strict=True):
+        conn.execute(query("regroup_document"),
+                     {"uri": uri, "groups": sorted(groups), "rule": "test"})
+    allowed = {uri: set(groups) for uri, groups in zip(uris, assignment, strict=True)}
+    for fact, documents in learned.items():
+        allowed[fact] = set.intersection(*(allowed[uri] for uri in documents))
+    configure_search_session(conn)
+    result, _ = searcher.search(conn, searcher.prepare(question, mode), sorted(caller), 20, mode)
+    for hit in result.hits:
+        assert hit.learned_fact == (hit.source_uri in learned)
+        assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
+    groups = dict(conn.execute(query("documents_groups"), {"uris": list(learned)}))
+    assert {uri: set(g) for uri, g in groups.items()} == {
+        fact: allowed[fact] for fact in learned}
+
+
+def test_a_learned_fact_is_found_by_each_leg_for_its_documents_groups_only(
+        corpus, learned, conn, searcher):
+    configure_search_session(conn)
+    for mode in MODES:
+        result, _ = searcher.search(conn, searcher.prepare("給与支給日は毎月何日", mode), ["hr"],
+                                    5, mode)
+        fact = next(h for h in result.hits if h.learned_fact)
+        assert fact.title == "利用者による訂正（承認済み）" and fact.document_id is None
+        assert fact.content.startswith("給与支給日は毎月20日")
+        assert fact.heading.startswith("承認: test（")
+        result, _ = searcher.search(conn, searcher.prepare("給与支給日は毎月何日", mode),
+                                    ["all-employees"], 20, mode)
+        assert not [h for h in result.hits if h.content.startswith("給与支給日は毎月20日")]
