@@ -86,14 +86,17 @@ def _reply(body: dict, vectors: list[list[float]]) -> tuple[int, dict]:
 
 
 @contextmanager
-def e5_server(*, adds_prefix: bool, fail_first: int = 0,
-              delay_s: float = 0.0) -> Iterator[FakeServer]:
-    """An OpenAI-compatible e5 server; its first `fail_first` requests get a 503, and each
-    request takes at least `delay_s`. `.in_flight_max` is the most requests it held at once."""
+def e5_server(*, adds_prefix: bool, fail_first: int = 0, delay_s: float = 0.0,
+              strict: bool = False) -> Iterator[FakeServer]:
+    """An OpenAI-compatible e5 server; its first `fail_first` requests get a 503, each
+    request takes at least `delay_s`, and a `strict` one refuses fields it does not know.
+    `.in_flight_max` is the most requests it held at once."""
     state = {"requests": 0, "in_flight": 0}
     lock = threading.Lock()
 
     def embed(body: dict) -> tuple[int, dict]:
+        if strict and "input_type" in body:
+            return 400, {"error": {"message": "unknown field `input_type`"}}
         with lock:
             state["requests"] += 1
             if state["requests"] <= fail_first:

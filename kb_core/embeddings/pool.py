@@ -29,7 +29,13 @@ import numpy as np
 
 from kb_core.embeddings.contract import Embedder, l2_normalize
 
-__all__ = ["PROBE_MIN_COSINE", "EmbeddingPool", "EmbeddingPoolError", "ProbeMismatchError"]
+__all__ = [
+    "PROBE_MIN_COSINE",
+    "EmbeddingPool",
+    "EmbeddingPoolError",
+    "ProbeMismatchError",
+    "RequestRefusedError",
+]
 
 PROBE_MIN_COSINE = 0.999
 PROBE_PASSAGE = "年次有給休暇は、入社6か月後に継続勤務した社員に10日付与する。"
@@ -43,6 +49,10 @@ class EmbeddingPoolError(RuntimeError):
 
 class ProbeMismatchError(EmbeddingPoolError):
     """An endpoint serves vectors other than the local model's."""
+
+
+class RequestRefusedError(EmbeddingPoolError):
+    """A server refused a request as malformed (a 4xx other than 408 and 429)."""
 
 
 class _RetryableError(Exception):
@@ -195,8 +205,15 @@ class EmbeddingPool:
         passage, question = self._expected_vectors()
         seen = []
         for prefixes in (False, True):
-            got_passage = self._post(endpoint, [PROBE_PASSAGE], "passage", prefixes)[0]
-            got_question = self._post(endpoint, [PROBE_QUESTION], "query", prefixes)[0]
+            try:
+                got_passage = self._post(endpoint, [PROBE_PASSAGE], "passage", prefixes)[0]
+                got_question = self._post(endpoint, [PROBE_QUESTION], "query", prefixes)[0]
+            except RequestRefusedError as exc:
+                if prefixes:
+                    raise
+                # A strict server may refuse the `input_type` field it does not know.
+                seen.append(f"told the input type: {exc}")
+                continue
             cosines = (float(got_passage @ passage), float(got_question @ question))
             if min(cosines) >= PROBE_MIN_COSINE:
                 endpoint.prefixes = prefixes
@@ -232,7 +249,7 @@ class EmbeddingPool:
         if reply.status_code >= 500 or reply.status_code in (408, 429):
             raise _RetryableError(f"HTTP {reply.status_code}: {reply.text[:200]}")
         if reply.status_code >= 400:
-            raise EmbeddingPoolError(
+            raise RequestRefusedError(
                 f"embedding server {endpoint.url} refused the request: HTTP "
                 f"{reply.status_code}: {reply.text[:200]}")
         try:

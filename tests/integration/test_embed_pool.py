@@ -70,6 +70,14 @@ def test_embed_pool_adds_e5_prefixes_for_a_server_that_adds_none():
     assert all(text.startswith("passage: ") for batch in served for text in batch)
 
 
+def test_embed_pool_adds_e5_prefixes_for_a_server_that_refuses_the_input_type():
+    with e5_server(adds_prefix=False, strict=True) as strict:
+        embedder = pool([strict.url])
+        vectors = embedder.embed_documents(PASSAGES[:3])
+    assert np.sum(vectors * local_vectors(PASSAGES[:3]), axis=1).min() >= 0.999
+    assert embedder.endpoints[0].prefixes is True
+
+
 def test_embed_pool_refuses_a_server_of_another_model_naming_it():
     with other_model_server() as other, pytest.raises(ProbeMismatchError) as refused:
         pool([other.url]).embed_documents(PASSAGES[:2])
@@ -84,20 +92,21 @@ def test_embed_pool_refuses_the_whole_pool_when_one_server_serves_another_model(
 
 
 def test_embed_pool_marks_a_failing_server_down_and_uses_it_again_once_it_recovers():
-    with e5_server(adds_prefix=True, fail_first=3) as flaky, \
+    with e5_server(adds_prefix=True, fail_first=1) as flaky, \
             e5_server(adds_prefix=True, delay_s=0.05) as steady:
-        embedder = pool([flaky.url, steady.url], backoff_s=0.2)
-        first = embedder.embed_documents(PASSAGES[:8])
-        assert embedder.endpoints[0].served == 0 and embedder.endpoints[0].failures >= 1
-        time.sleep(0.5)  # its backoff has passed: the next batches may go to it again
-        second = embedder.embed_documents(PASSAGES[8:24])
-    flaky_endpoint = embedder.endpoints[0]
+        embedder = pool([flaky.url, steady.url], backoff_s=1.0)
+        first = embedder.embed_documents(PASSAGES[:1])
+        flaky_endpoint = embedder.endpoints[0]
+        # Its probe got a 503: down for a backoff, the batch served by the other server.
+        assert (flaky_endpoint.failures, flaky_endpoint.served, flaky_endpoint.prefixes) == (
+            1, 0, None)
+        time.sleep(max(0.0, flaky_endpoint.down_until - time.monotonic()) + 0.05)
+        second = embedder.embed_documents(PASSAGES[1:17])
     assert flaky_endpoint.served > 0 and flaky_endpoint.failures == 0
-    expected = local_vectors(PASSAGES[:24])
+    expected = local_vectors(PASSAGES[:17])
     assert np.sum(np.vstack([first, second]) * expected, axis=1).min() >= 0.999
     # Back from being down, it embedded the probe again before any batch.
-    probes = [body for _, body in flaky.requests[3:5]]
-    assert [len(b["input"]) for b in probes] == [1, 1]
+    assert [len(body["input"]) for _, body in flaky.requests[1:3]] == [1, 1]
 
 
 def test_embed_pool_retries_a_lone_server_with_backoff_until_it_answers():
