@@ -218,8 +218,8 @@ class EmbeddingPool:
             if min(cosines) >= PROBE_MIN_COSINE:
                 endpoint.prefixes = prefixes
                 return
-            seen.append(f"{'with' if prefixes else 'without'} e5 prefixes added here: "
-                        f"passage {cosines[0]:.4f}, question {cosines[1]:.4f}")
+            how = "with e5's prefixes added here" if prefixes else "told the input type"
+            seen.append(f"{how}: passage {cosines[0]:.4f}, question {cosines[1]:.4f}")
         raise ProbeMismatchError(
             f"embedding server {endpoint.url} does not serve {self.name}: its probe vectors "
             f"match the local model's below cosine {PROBE_MIN_COSINE} ({'; '.join(seen)}); "
