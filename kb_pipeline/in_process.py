@@ -14,6 +14,7 @@ import msgspec
 
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
+from kb_core.embeddings.pool import EmbeddingPool
 from kb_core.generations import (
     Generation,
     claimed,
@@ -83,7 +84,8 @@ def ingest_paths(
 ) -> IngestSummary:
     """Ingest files and folders into the database of `settings` (its URL resolved); folders
     are planned like watched folders (deletions included). Raises IndexModelMismatchError when
-    the live index was built with another embedder."""
+    the live index was built with another embedder, and EmbeddingPoolError when the servers of
+    KB_EMBED_URLS cannot embed for this one."""
     database_url = _database_url(settings)
     embedder = make_embedder(settings.embedder)
     version = pipeline_version(embedder)
@@ -114,6 +116,9 @@ def ingest_paths(
     report("deleted", count=len(plan.deleted))
     for uri in plan.known_failing:  # not retried: they count as failed again
         report("failed", uri)
+    if plan.changed and isinstance(embedder, EmbeddingPool):
+        # Refused here, naming the server, rather than in every run's embedding step.
+        embedder.probe()
 
     job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
     run_ids: list[str] = []

@@ -154,6 +154,9 @@ def fail_abandoned_runs(instance: dg.DagsterInstance) -> list[str]:
         pid = int(run.tags.get(PID_TAG, "0"))
         if pid and not _process_alive(pid):
             instance.report_run_failed(run, f"the process that ran it (pid {pid}) died")
+            # Its step may hold a slot of the `embedding` pool that no one else would free.
+            if instance.event_log_storage.supports_global_concurrency_limits:
+                instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             abandoned.append(run.run_id)
     if abandoned:
         log.warning("marked %d runs of dead processes as failed", len(abandoned))

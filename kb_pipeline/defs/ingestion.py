@@ -26,6 +26,7 @@ from kb_pipeline.stages import (
 )
 
 __all__ = [
+    "EMBEDDING_POOL",
     "INGEST_JOB",
     "chunk_embeddings",
     "chunks",
@@ -34,6 +35,8 @@ __all__ = [
     "raw_documents",
     "search_index",
 ]
+
+EMBEDDING_POOL = "embedding"  # Dagster's concurrency pool of the steps that embed
 
 _INGESTION = {
     "partitions_def": DOCUMENTS_PARTITIONS,
@@ -101,15 +104,18 @@ def chunks(
     return dg.MaterializeResult(metadata=report.metadata())
 
 
-@dg.asset(kinds={"python", "postgres"}, deps=[chunks], **_INGESTION)
+@dg.asset(kinds={"python", "postgres"}, deps=[chunks], pool=EMBEDDING_POOL, **_INGESTION)
 def chunk_embeddings(
     context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
     """Vectors of the passages. A passage text this model embedded before is never embedded
-    again, so editing one paragraph of a long document re-embeds only what changed."""
+    again, so editing one paragraph of a long document re-embeds only what changed. Steps of
+    the `embedding` pool: its limit (KB_EMBED_STEPS) bounds how many embed at once, across
+    runs, so many workers do not overrun the model's cores or the embedding servers."""
     scope = _scope(context, embedder)
+    model = embedder.get()
     with postgres.connection(scope.generation) as conn:
-        report = embed_chunks(conn, scope, embedder.get(), embedder.batch_size)
+        report = embed_chunks(conn, scope, model, embedder.texts_per_call(model))
     return dg.MaterializeResult(metadata=report.metadata())
 
 

