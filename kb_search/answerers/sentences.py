@@ -7,7 +7,8 @@ a term found only in its passage's heading or title: a table row (ZP-2041 | 3年
 heading (第2条（保証期間）) is about. Among the quotable sentences, the evidence (`FEATURES`):
 
 - overlap: the share of the question's term weight the sentence holds, each term weighed by
-  how few of the passages' sentences hold it (a term in every sentence tells nothing);
+  how few of the passages' sentences hold it (a term in every sentence tells nothing); a table
+  row holds its heading's and title's terms too, since it means nothing without them;
 - relative: that share against the best sentence's;
 - context: the share found only in its passage's heading or title;
 - neighbours: the share it holds with the sentences beside it in its passage (the question
