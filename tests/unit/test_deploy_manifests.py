@@ -111,7 +111,7 @@ USER_DEPLOYMENT_KEYS = {
 
 
 def _yaml_files() -> list[Path]:
-    return sorted(DEPLOY.glob("*.yaml"))
+    return sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml")])
 
 
 @cache
