@@ -242,7 +242,8 @@ class IndexChecker:
         from kb_core.queries import query
 
         found = [f"{name}: {row}" for name in
-                 ("documents_with_broken_chunks", "chunks_with_bad_embeddings", "orphan_documents")
+                 ("documents_with_broken_chunks", "chunks_with_bad_embeddings", "orphan_documents",
+                  "group_sizes_drift")
                  for row in conn.execute(query(name))]
         orphans = conn.execute("SELECT count(*) FROM chunks c WHERE NOT EXISTS "
                                "(SELECT 1 FROM documents d WHERE d.id = c.document_id)").fetchone()

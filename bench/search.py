@@ -6,6 +6,7 @@ against exhaustive scoring, at growing index sizes.
     .venv/bin/python bench/search.py --sizes 1000000 --home /tmp/kbs  # the stretch goal
     .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
     .venv/bin/python bench/search.py --json > figures.json            # one JSON object
+    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # choose EXACT_SCAN_MAX
 
 Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
 unless --home names one to keep: a kept index is reused and grown by later runs), ingests
@@ -25,6 +26,11 @@ share of its top 10 scoring at least the 10th best score of exhaustive scoring (
 query, its informative terms, weights and phrase bonus, over every passage holding one of the
 terms instead of the candidates kb_search.search.MAX_CANDIDATES allows), over the questions
 matching anything. Hybrid rows have none.
+
+Plans: a caller whose groups hold at most kb_search.search.EXACT_SCAN_MAX passages is searched
+exactly (every one of its passages compared, in both legs), any other through the indexes
+(HNSW; the keyword leg's budgeted candidates); each row names its plan. --compare-plans times
+every caller under both, side by side, which is how EXACT_SCAN_MAX is chosen.
 
 With --json, the figures are printed as one object, {"rows": [{"size", "filter", "share",
 "mode", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]}, and the progress goes to
@@ -97,50 +103,74 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
 EVERY = 2**31 - 1  # a candidate budget no question reaches: exhaustive keyword scoring
 
 
-def _timed(conn, prepared, groups: list[str], mode: str, fusion  # noqa: ANN001
+def _timed(conn, prepared, groups: list[str], mode: str, fusion, exact_scan_max: int  # noqa: ANN001
            ) -> tuple[list[float], list[list[int]]]:
     from kb_search.search import hybrid_search
 
     times, tops = [], []
     for p in prepared:
         started = time.perf_counter()
-        result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion)
+        result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion,
+                                  exact_scan_max=exact_scan_max)
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
     return times, tops
 
 
-def _keyword_scores(conn, p, groups: list[str], budget: int) -> list[float]:  # noqa: ANN001
+def _keyword_scores(conn, p, groups: list[str], budget: int, exact_scan_max: int  # noqa: ANN001
+                    ) -> list[float]:
     """The keyword leg's scores, best first (the leg's own order, before the fusion's code
     bonus), with `budget` candidates."""
     from kb_search.search import LEG_LIMIT, hybrid_search
 
     _, evidence = hybrid_search(conn, p.plan, None, groups, LEG_LIMIT, "keyword",
-                                max_candidates=budget)
+                                max_candidates=budget, exact_scan_max=exact_scan_max)
     return sorted((e.keyword_score for e in evidence if e.keyword_score is not None),
                   reverse=True)
 
 
-def _keyword_recall(conn, prepared, groups: list[str]) -> float | None:  # noqa: ANN001
+def _keyword_recall(conn, prepared, groups: list[str], exact_scan_max: int  # noqa: ANN001
+                    ) -> float | None:
     from kb_search.search import MAX_CANDIDATES
 
     found = []
     for p in prepared:
-        every = _keyword_scores(conn, p, groups, EVERY)
+        every = _keyword_scores(conn, p, groups, EVERY, exact_scan_max)
         if not every:
             continue
         tenth = every[min(10, len(every)) - 1]
-        returned = _keyword_scores(conn, p, groups, MAX_CANDIDATES)[:10]
+        returned = _keyword_scores(conn, p, groups, MAX_CANDIDATES, exact_scan_max)[:10]
         # The same passage scores the same in both: only the candidates differ.
         found.append(sum(s >= tenth - 1e-9 for s in returned) / min(10, len(every)))
     return statistics.mean(found) if found else None
 
 
+EXACT, INDEX = 2**62, -1  # exact_scan_max forcing each plan
+
+
+def _plans(compare: bool, visible: int) -> list[int]:
+    """The exact_scan_max of each plan to time: the one the service picks for a caller who may
+    read `visible` passages, or both."""
+    from kb_search.search import EXACT_SCAN_MAX
+
+    return [EXACT, INDEX] if compare else [EXACT if visible <= EXACT_SCAN_MAX else INDEX]
+
+
+def _plan_name(mode: str, plan: int, visible: int, ef: int) -> str:
+    from kb_search.search import MAX_CANDIDATES
+
+    vector = (f"exact over the caller's {visible} passages" if plan == EXACT
+              else f"hnsw iterative, ef_search {ef}")
+    keyword = ("every passage of the caller's holding a term" if plan == EXACT
+               else f"gin, {MAX_CANDIDATES} candidates in tiers")
+    return {"vector": vector, "keyword": keyword, "hybrid": f"{vector}; {keyword}"}[mode]
+
+
 def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: int,  # noqa: ANN001
-               repeats: int, fusion, out) -> list[dict]:  # noqa: ANN001
+               repeats: int, fusion, compare: bool, out) -> list[dict]:  # noqa: ANN001
     """The rows of one index size; the human-readable table goes to `out`."""
     from kb_core.database import connect
-    from kb_search.search import MAX_CANDIDATES, MODES, pooled_search_connection
+    from kb_search.search import MODES, pooled_search_connection
 
     rows = []
     with connect(url, autocommit=True) as conn:
@@ -149,49 +179,49 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
         print(f"\n== {total} chunks (p50 and p95: medians over {repeats} timed passes)",
               file=out, flush=True)
         print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<8} {'p50 ms':>7} {'p95 ms':>7} "
-              f"{'max ms':>7} {'recall@10':>9}", file=out, flush=True)
+              f"{'max ms':>7} {'recall@10':>9}  plan", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
-            readable = conn.execute("SELECT count(*) FROM chunks WHERE %s = ANY(allowed_groups)",
-                                    (group,)).fetchone()[0]
-            share = readable / total
+            visible = conn.execute("SELECT coalesce(sum(chunks), 0) FROM group_sizes "
+                                   "WHERE group_name = %s", (group,)).fetchone()[0]
+            share = visible / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
-            keyword_recall = _keyword_recall(conn, prepared[:recall_n], [group])
+            plans = _plans(compare, visible)
+            keyword_recall = {plan: _keyword_recall(conn, prepared[:recall_n], [group], plan)
+                              for plan in plans}
+            runs = [(mode, plan) for mode in MODES for plan in plans]
             for ef in efs:
                 conn.execute(f"SET hnsw.ef_search = {int(ef)}")
-                for mode in MODES:
-                    _timed(conn, prepared, [group], mode, fusion)  # warm-up
-                # The modes take turns, pass after pass, so that a noisy moment on this
+                for mode, plan in runs:
+                    _timed(conn, prepared, [group], mode, fusion, plan)  # warm-up
+                # The runs take turns, pass after pass, so that a noisy moment on this
                 # shared machine spreads over all of them instead of skewing one.
-                passes: dict[str, list[list[float]]] = {mode: [] for mode in MODES}
+                passes: dict[tuple, list[list[float]]] = {run: [] for run in runs}
                 for _ in range(repeats):
-                    for mode in MODES:
-                        times, tops = _timed(conn, prepared, [group], mode, fusion)
-                        passes[mode].append(sorted(times))
-                for mode in MODES:
-                    recall = keyword_recall if mode == "keyword" else None
+                    for mode, plan in runs:
+                        times, _ = _timed(conn, prepared, [group], mode, fusion, plan)
+                        passes[mode, plan].append(sorted(times))
+                for mode, plan in runs:
+                    recall = keyword_recall[plan] if mode == "keyword" else None
                     if mode == "vector":
-                        _, tops = _timed(conn, prepared[:recall_n], [group], mode, fusion)
+                        _, tops = _timed(conn, prepared[:recall_n], [group], mode, fusion, plan)
                         recall = statistics.mean(
                             len(set(top) & set(exact)) / max(len(exact), 1)
                             for top, exact in zip(tops, truth, strict=True))
-                    plan = {"vector": f"hnsw iterative, ef_search {ef}",
-                            "keyword": f"gin, {MAX_CANDIDATES} candidates",
-                            "hybrid": f"hnsw iterative, ef_search {ef}; gin, "
-                                      f"{MAX_CANDIDATES} candidates"}[mode]
+                    timed = passes[mode, plan]
                     row = {"size": size, "filter": group, "share": round(share, 4),
                            "mode": mode,
                            "p50_ms": round(statistics.median(
-                               statistics.median(t) for t in passes[mode]), 1),
+                               statistics.median(t) for t in timed), 1),
                            "p95_ms": round(statistics.median(
-                               t[int(0.95 * len(t)) - 1] for t in passes[mode]), 1),
-                           "max_ms": round(max(t[-1] for t in passes[mode]), 1),
+                               t[int(0.95 * len(t)) - 1] for t in timed), 1),
+                           "max_ms": round(max(t[-1] for t in timed), 1),
                            "recall_at_10": None if recall is None else round(recall, 3),
-                           "plan": plan}
+                           "plan": _plan_name(mode, plan, visible, ef)}
                     rows.append(row)
                     shown = "" if recall is None else f"{recall:.3f}"
                     print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<8} "
                           f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
-                          f"{shown:>9}", file=out, flush=True)
+                          f"{shown:>9}  {row['plan']}", file=out, flush=True)
     return rows
 
 
@@ -206,6 +236,9 @@ def main() -> None:
                         help="timed passes over the questions per mode (medians reported)")
     parser.add_argument("--recall-questions", type=int, default=60,
                         help="questions whose exact top 10 is computed for recall@10")
+    parser.add_argument("--compare-plans", action="store_true",
+                        help="time every caller under both plans (exact and index), not only "
+                        "the one the service picks (kb_search.search.EXACT_SCAN_MAX)")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as one JSON object (progress to stderr)")
     args = parser.parse_args()
@@ -217,14 +250,15 @@ def main() -> None:
     from kb_core.settings import Settings
     from kb_search.evaluation import load_questions
     from kb_search.fusion import fusion_for
-    from kb_search.search import EF_SEARCH, MAX_CANDIDATES, Searcher
+    from kb_search.search import EF_SEARCH, EXACT_SCAN_MAX, MAX_CANDIDATES, Searcher
     from kb_search.synonyms import Synonyms
 
     tune_for_questions()  # as `kb serve` embeds questions
     settings = Settings.from_env(env)
     efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}",
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}; "
+          f"EXACT_SCAN_MAX {EXACT_SCAN_MAX}",
           file=out, flush=True)
     try:
         url = database_url(settings)
@@ -246,7 +280,7 @@ def main() -> None:
                 print(f"grown to {size} chunks in {time.perf_counter() - started:.0f} s",
                       file=out, flush=True)
             rows += bench_size(url, size, prepared, efs, args.recall_questions, args.repeats,
-                               fusion_for(searcher.model), out)
+                               fusion_for(searcher.model), args.compare_plans, out)
         if args.json:
             print(json.dumps({"rows": rows}, ensure_ascii=False))
     finally:

@@ -54,8 +54,8 @@ log = logging.getLogger(__name__)
 Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
-GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "index_settings",
-                     "staged_documents", "learned_facts")
+GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "group_sizes",
+                     "index_settings", "staged_documents", "learned_facts")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.
@@ -181,6 +181,8 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "CREATE TRIGGER documents_learned_facts AFTER INSERT OR UPDATE OR DELETE "
             "ON {}.documents FOR EACH STATEMENT "
             "EXECUTE FUNCTION public.learned_facts_follow_documents()").format(new))
+        # Its group sizes follow its chunks (sql/011_group_sizes.sql).
+        conn.execute("SELECT count_group_chunks_of(%s)", (schema_of(new_id),))
     log.info("created index generation %d for %s", new_id, version)
     return generation(conn, new_id)
 

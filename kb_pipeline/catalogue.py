@@ -316,10 +316,12 @@ def _regroup(
     else:
         access_groups, access_rule = access.groups, access.rule
     if tuple(sorted(groups)) != access_groups or rule != access_rule:
-        conn.execute(
-            query("regroup_document"),
-            {"uri": str(file), "groups": list(access_groups), "rule": access_rule},
-        )
+        with conn.transaction():
+            conn.execute(query("lock_keyword_stats"))  # it changes the groups' sizes
+            conn.execute(
+                query("regroup_document"),
+                {"uri": str(file), "groups": list(access_groups), "rule": access_rule},
+            )
         plan.regrouped.append(str(file))
 
 

@@ -47,6 +47,7 @@ LEG_LIMIT = 50  # candidates each leg contributes to fusion
 # Nearest embedding views read for the vector leg's LEG_LIMIT chunks: a chunk's views are
 # near one another, so some of the nearest are views of one chunk.
 VIEW_CANDIDATES = 2 * LEG_LIMIT
+EXACT_SCAN_MAX = 5000  # PLACEHOLDER measured below
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
@@ -131,11 +132,12 @@ def hybrid_search(
     mode: Mode = "hybrid",
     fusion: Fusion = PLAIN,
     max_candidates: int = MAX_CANDIDATES,
+    exact_scan_max: int = EXACT_SCAN_MAX,
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
     legs fused as `fusion` weighs them. bench/search.py lifts `max_candidates` to score every
     passage holding an informative term, against which the keyword leg's candidates are
-    measured."""
+    measured, and moves `exact_scan_max` to time both plans for one caller."""
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
@@ -155,6 +157,7 @@ def hybrid_search(
         "max_terms": MAX_TERMS,
         "max_share": MAX_SHARE,
         "max_candidates": max_candidates,
+        "exact_scan_max": exact_scan_max,
         "full_coverage": FULL_COVERAGE,
         "keyword_weight": plan.keyword_weight,
         "fusion_k": fusion.k,

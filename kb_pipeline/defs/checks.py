@@ -60,6 +60,15 @@ def documents_have_whole_chunk_sets(
 
 
 @dg.asset_check(asset=search_index, blocking=True)
+def group_sizes_match_chunks(
+    context: Context, postgres: PostgresResource
+) -> dg.AssetCheckResult:
+    """Each group's recorded number of passages, by which searches choose their plan, is the
+    number of chunks it may read."""
+    return _rows_check(context, postgres, "group_sizes_drift", "group, recorded, counted")
+
+
+@dg.asset_check(asset=search_index, blocking=True)
 def no_orphan_documents(context: Context, postgres: PostgresResource) -> dg.AssetCheckResult:
     """Every indexed document is a file the catalogue still knows."""
     return _rows_check(context, postgres, "orphan_documents", "document")
@@ -103,6 +112,7 @@ def no_open_ingestion_failures(postgres: PostgresResource) -> dg.AssetCheckResul
 INDEX_CHECKS = [
     chunks_have_valid_embeddings,
     documents_have_whole_chunk_sets,
+    group_sizes_match_chunks,
     no_orphan_documents,
     documents_have_access_rules,
     no_open_ingestion_failures,

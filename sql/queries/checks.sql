@@ -29,6 +29,16 @@ HAVING count(c.id) = 0
     OR bool_or(c.allowed_groups IS DISTINCT FROM d.allowed_groups)
 LIMIT 20;
 
+-- name: group_sizes_drift
+-- Groups whose recorded number of passages (group_sizes) differs from the chunks they may
+-- read: searches would plan by a wrong size.
+SELECT coalesce(s.group_name, c.group_name), coalesce(s.chunks, 0), coalesce(c.chunks, 0)
+FROM group_sizes s
+FULL JOIN (SELECT g AS group_name, count(*) AS chunks FROM chunks, unnest(allowed_groups) g
+           GROUP BY g) c ON c.group_name = s.group_name
+WHERE coalesce(s.chunks, 0) <> coalesce(c.chunks, 0)
+LIMIT 20;
+
 -- name: orphan_documents
 -- Indexed documents whose file is no longer in the catalogue of watched files.
 SELECT d.path FROM documents d

@@ -6,7 +6,7 @@
 -- for passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts
 -- in full only when it holds at least full_coverage of the question's informative terms: one
 -- that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
-WITH total AS (
+WITH RECURSIVE total AS (
     SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
 ),
 q AS (
@@ -27,15 +27,47 @@ informative AS (
     ORDER BY weight * idf DESC
     LIMIT %(max_terms)s
 ),
--- Candidates come from the rarest informative terms, taken while their document frequencies
--- add up to at most max_candidates (the rarest always): a passage that holds none of them
--- could not outscore one that does by much, and a question full of common words then costs
--- no more than one of rare words.
+-- The caller's passages, by its groups' sizes (sql/011_group_sizes.sql): a passage readable by
+-- two of its groups counts twice, so the figure errs high, never low.
+visible AS (
+    SELECT coalesce(sum(s.chunks), 0) AS chunks,
+           least(1, coalesce(sum(s.chunks), 0) / greatest((SELECT n FROM total), 1)) AS share
+    FROM group_sizes s WHERE s.group_name = ANY(%(groups)s::text[])
+),
+-- Candidates come from the rarest informative terms, taken while the caller's passages among
+-- their document frequencies add up to at most max_candidates (the rarest always): a passage
+-- that holds none of them could not outscore one that does by much, and a question full of
+-- common words then costs no more than one of rare words. Counted in the whole index, a
+-- caller who may read a hundredth of it got a hundredth of the candidates (bench/search.py).
 seeds AS (
-    SELECT query FROM (
+    SELECT query, df FROM (
         SELECT query, df, sum(df) OVER (ORDER BY idf DESC, term) AS running FROM informative
     ) ranked
-    WHERE running - df < %(max_candidates)s
+    WHERE (running - df) * (SELECT share FROM visible) < %(max_candidates)s
+),
+-- When the seeds are in more of the caller's passages than max_candidates (even the rarest
+-- informative term is that common), which of them are scored decides what the leg finds: taken as they come,
+-- at 100k passages its first hit was the best one for a third of the questions
+-- (bench/search.py). They are taken in tiers instead: first the passages holding 4 of the
+-- question's 6 weightiest informative terms, then 3, then 2 (each tier one GIN search for the
+-- OR of every such combination), then any seed's.
+weightiest AS (
+    SELECT query::text AS term, row_number() OVER (ORDER BY weight * idf DESC, term) AS n
+    FROM informative
+    WHERE (SELECT sum(df) FROM seeds) * (SELECT share FROM visible) > %(max_candidates)s
+    ORDER BY weight * idf DESC, term
+    LIMIT 6
+),
+combinations (n, query, size) AS (
+    SELECT n, term, 1 FROM weightiest
+    UNION ALL
+    SELECT w.n, c.query || ' & ' || w.term, c.size + 1
+    FROM combinations c JOIN weightiest w ON w.n > c.n
+    WHERE c.size < 4
+),
+tiers AS MATERIALIZED (
+    SELECT size, string_agg('(' || query || ')', ' | ')::tsquery AS query
+    FROM combinations WHERE size >= 2 GROUP BY size
 ),
 -- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see: one of its
 -- groups is a group of every document the fact corrects. Few rows, searched exactly.
@@ -52,11 +84,46 @@ phrase_queries AS MATERIALIZED (
 kw_candidates AS (
     -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
     -- below reads them in place; out of line, each use would fetch the value again.
-    (SELECT c.id, c.keywords, c.token_count
-     FROM chunks c
-     WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
-       AND c.allowed_groups && %(groups)s::text[]
+    -- The tiers in turn, each leaving out the passages of the one before; once
+    -- max_candidates have come, the later ones do not run. Without tiers (a question with a
+    -- rare term), every passage holding a seed.
+    (SELECT * FROM (
+      (SELECT c.id, c.keywords, c.token_count FROM chunks c
+       WHERE c.keywords @@ (SELECT query FROM tiers WHERE size = 4)
+         AND c.allowed_groups && %(groups)s::text[]
+         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+       LIMIT %(max_candidates)s)
+      UNION ALL
+      (SELECT c.id, c.keywords, c.token_count FROM chunks c
+       WHERE c.keywords @@ (SELECT query FROM tiers WHERE size = 3) AND NOT coalesce(c.keywords @@ (SELECT query FROM tiers WHERE size = 4), false)
+         AND c.allowed_groups && %(groups)s::text[]
+         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+       LIMIT %(max_candidates)s)
+      UNION ALL
+      (SELECT c.id, c.keywords, c.token_count FROM chunks c
+       WHERE c.keywords @@ (SELECT query FROM tiers WHERE size = 2) AND NOT coalesce(c.keywords @@ (SELECT query FROM tiers WHERE size = 3), false)
+         AND c.allowed_groups && %(groups)s::text[]
+         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+       LIMIT %(max_candidates)s)
+      UNION ALL
+      (SELECT c.id, c.keywords, c.token_count FROM chunks c
+       WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
+         AND NOT coalesce(c.keywords @@ (SELECT query FROM tiers WHERE size = 2), false)
+         AND c.allowed_groups && %(groups)s::text[]
+         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+       LIMIT %(max_candidates)s)) tiered
      LIMIT %(max_candidates)s)
+    UNION ALL
+    -- A caller who may read few passages has every one holding an informative term scored:
+    -- its passages are read through the GIN index on allowed_groups, then matched (OFFSET 0
+    -- keeps the match out of the scan; through the keywords index, the postings of common
+    -- terms cost more than reading the caller's rows).
+    (SELECT c.id, c.keywords, c.token_count
+     FROM (SELECT id, keywords, token_count FROM chunks
+           WHERE allowed_groups && %(groups)s::text[]
+             AND (SELECT chunks FROM visible) <= %(exact_scan_max)s
+           OFFSET 0) c
+     WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM informative))
     UNION ALL
     (SELECT f.id, f.keywords, f.token_count FROM facts f
      WHERE f.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
@@ -89,11 +156,24 @@ kw AS (
 ),
 -- A chunk is found by its nearest embedding view (a long chunk has several, see
 -- sql/007_chunk_vectors.sql): the nearest views, then each chunk once at its best distance.
+-- A caller who may read few passages gets them all compared (through the GIN index on
+-- allowed_groups): exact, and faster than an HNSW scan that must walk past the many passages
+-- it may not read. Only one of the two branches runs: each is gated by a condition on
+-- `visible` that PostgreSQL checks once, before it starts the branch.
 vec_nearest AS (
     (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
      FROM chunk_vectors v
      WHERE v.allowed_groups && %(groups)s::text[]
+       AND (SELECT chunks FROM visible) > %(exact_scan_max)s
      ORDER BY v.embedding <=> %(query_vector)s::vector
+     LIMIT %(view_limit)s)
+    UNION ALL
+    -- `+ 0`: an expression the HNSW index cannot order by, so none of its approximation.
+    (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector
+     FROM chunk_vectors v
+     WHERE v.allowed_groups && %(groups)s::text[]
+       AND (SELECT chunks FROM visible) <= %(exact_scan_max)s
+     ORDER BY (v.embedding <=> %(query_vector)s::vector) + 0
      LIMIT %(view_limit)s)
     UNION ALL
     (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM learned_facts f

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from kb_core.queries import query
 from kb_pipeline.defs import checks
 from kb_pipeline.defs.resources import PostgresResource
 from kb_pipeline.in_process import ingest_paths
@@ -80,10 +81,33 @@ def test_access_rule_check_warns_about_documents_visible_to_nobody(indexed, conn
     assert "kb/a.md" in result.metadata["paths"].value
 
 
+def test_group_sizes_follow_re_permission_and_deletion(indexed, conn):
+    def sizes() -> dict[str, int]:
+        return dict(conn.execute("SELECT group_name, chunks FROM group_sizes WHERE chunks > 0"))
+
+    per_document = dict(conn.execute(
+        "SELECT d.source_uri, count(*) FROM documents d JOIN chunks c ON c.document_id = d.id "
+        "GROUP BY d.source_uri"))
+    a, b = sorted(per_document)
+    assert sizes() == {"all-employees": per_document[a] + per_document[b]}
+    conn.execute(query("regroup_document"), {"uri": a, "groups": ["hr", "managers"], "rule": "t"})
+    assert sizes() == {"all-employees": per_document[b], "hr": per_document[a],
+                       "managers": per_document[a]}
+    conn.execute("DELETE FROM documents WHERE source_uri = %s", (b,))
+    assert sizes() == {"hr": per_document[a], "managers": per_document[a]}
+    assert run_check(checks.group_sizes_match_chunks, indexed).passed
+
+
+def test_group_size_check_fails_on_a_size_that_drifted(indexed, conn):
+    conn.execute("UPDATE group_sizes SET chunks = chunks + 1")
+    assert not run_check(checks.group_sizes_match_chunks, indexed).passed
+
+
 def test_integrity_checks_are_blocking_errors():
     blocking = {spec.name for c in checks.INDEX_CHECKS for spec in c.check_specs if spec.blocking}
     assert blocking == {
-        "chunks_have_valid_embeddings", "documents_have_whole_chunk_sets", "no_orphan_documents"
+        "chunks_have_valid_embeddings", "documents_have_whole_chunk_sets",
+        "group_sizes_match_chunks", "no_orphan_documents"
     }
 
 

@@ -17,7 +17,7 @@ from kb_core.settings import EmbedderSettings
 from kb_pipeline.in_process import ingest_paths
 from kb_search.corrections import approve_correction
 from kb_search.documents import document_view, indexed_original
-from kb_search.search import MODES, Searcher, configure_search_session
+from kb_search.search import MODES, Searcher, configure_search_session, hybrid_search
 from kb_search.synonyms import Synonyms
 from tests import configured
 
@@ -135,6 +135,27 @@ def test_callers_without_a_group_see_nothing_of_its_documents(corpus, conn, sear
 
 
 _GROUPS = ["all-employees", "hr", "engineering", "qa", "executives"]
+# exact_scan_max for the index plan (HNSW, the keyword leg's budgeted candidates), as for a
+# caller who may read many passages, and for the exact plan, as for one who may read few.
+PLANS = (0, 10**9)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_both_plans_return_the_same_passages_to_every_caller(corpus, conn, searcher, mode):
+    # On a corpus this small HNSW and the keyword leg's budget miss nothing: any difference
+    # would be the plans filtering differently.
+    configure_search_session(conn)
+    for caller in ([], ["all-employees"], ["hr"], ["all-employees", "hr"], ["nobody"]):
+        for question in ("給与支給日", "東京都庁の見学", "ZP-2041", "VPN sign in", "の"):
+            prepared = searcher.prepare(question, mode)
+            found = [
+                [hit.chunk_id for hit in hybrid_search(
+                    conn, prepared.plan, prepared.vector, caller, 50, mode,
+                    exact_scan_max=limit)[0].hits]
+                for limit in PLANS]
+            assert found[0] == found[1], (caller, question)
+
+
 _QUESTIONS = st.sampled_from([
     "ZP-2041", "QC-2031 はどこ？", "東京都庁", "第22条", "寮", "年休", "給与支給日",
     "品質検査報告書", "副業の届出", "の", "a",
@@ -149,20 +170,23 @@ _QUESTIONS = st.sampled_from([
     caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
+    exact_scan_max=st.sampled_from(PLANS),
     opened=st.tuples(st.integers(0, len(CORPUS) - 1), st.integers(0, 10**6)),
 )
 def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
-    corpus, conn, searcher, assignment, caller, question, mode, opened
+    corpus, conn, searcher, assignment, caller, question, mode, exact_scan_max, opened
 ):
-    """Search, and opening a source (a document's view, a passage with its neighbours, the
-    original file), after every re-permission."""
+    """Search under either plan, and opening a source (a document's view, a passage with its
+    neighbours, the original file), after every re-permission."""
     uris = [str(corpus / rel) for rel in sorted(CORPUS)]
     for uri, groups in zip(uris, assignment, strict=True):
         conn.execute(query("regroup_document"),
                      {"uri": uri, "groups": sorted(groups), "rule": "test"})
     allowed = {uri: set(groups) for uri, groups in zip(uris, assignment, strict=True)}
     configure_search_session(conn)
-    result, _ = searcher.search(conn, searcher.prepare(question, mode), sorted(caller), 20, mode)
+    prepared = searcher.prepare(question, mode)
+    result, _ = hybrid_search(conn, prepared.plan, prepared.vector, sorted(caller), 20, mode,
+                              exact_scan_max=exact_scan_max)
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
 
@@ -255,7 +279,6 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
     import numpy as np
 
     from kb_search.planner import plan_question
-    from kb_search.search import hybrid_search
 
     rng = np.random.default_rng(3)
     axis = np.eye(1, 384, dtype=np.float32)[0]
@@ -296,7 +319,8 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
     plan = plan_question("質問")
 
     def hits(groups: list[str]) -> int:
-        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector")
+        # exact_scan_max 0: the HNSW plan, as for a caller who may read many passages.
+        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector", exact_scan_max=0)
         return len(result.hits)
 
     assert hits(["small"]) == 10
@@ -313,7 +337,6 @@ def test_a_code_question_leans_on_the_keyword_leg_when_the_legs_disagree(
 
     import kb_search.planner as planner
     from kb_search.planner import plan_question
-    from kb_search.search import hybrid_search
 
     root = tmp_path / "corpus" / "lean"
     root.mkdir(parents=True)
