@@ -47,7 +47,12 @@ LEG_LIMIT = 50  # candidates each leg contributes to fusion
 # Nearest embedding views read for the vector leg's LEG_LIMIT chunks: a chunk's views are
 # near one another, so some of the nearest are views of one chunk.
 VIEW_CANDIDATES = 2 * LEG_LIMIT
-EXACT_SCAN_MAX = 5000  # PLACEHOLDER measured below
+# A caller whose groups hold at most this many passages is searched exactly: each of its
+# passages compared in the vector leg, each holding an informative term scored in the keyword
+# leg (sql/queries/search.sql). bench/search.py --compare-plans, vector leg p50: as fast as
+# the index plan for 1,000 and 3,000 passages (100k and 300k chunks), 2.2 times slower for
+# 10,000; the exact plan's keyword recall is 1 where the budgeted leg's was 0.16.
+EXACT_SCAN_MAX = 5000
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
