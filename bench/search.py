@@ -181,7 +181,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
         print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<8} {'p50 ms':>7} {'p95 ms':>7} "
               f"{'max ms':>7} {'recall@10':>9}  plan", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
-            visible = conn.execute("SELECT coalesce(sum(chunks), 0) FROM group_sizes "
+            visible = conn.execute("SELECT coalesce(sum(chunks), 0)::bigint FROM group_sizes "
                                    "WHERE group_name = %s", (group,)).fetchone()[0]
             share = visible / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
