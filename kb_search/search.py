@@ -119,6 +119,9 @@ def configure_search_session(conn: psycopg.Connection) -> None:
     conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
     conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
     conn.execute("SET plan_cache_mode = force_custom_plan")
+    # No parallel workers: a search is small, and a plan's branch that a condition switches
+    # off (search.sql's plan per caller) still started its workers, ~8 ms on two cores.
+    conn.execute("SET max_parallel_workers_per_gather = 0")
 
 
 def pooled_search_connection(conn: psycopg.Connection) -> None:
