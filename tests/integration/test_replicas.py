@@ -178,7 +178,7 @@ async def test_a_replica_whose_replay_is_paused_never_answers_what_the_primary_w
     assert hr_paths(await reached(client, tokens["manager"])) == set()
 
 
-def test_a_search_cancelled_by_a_recovery_conflict_is_answered_by_the_primary(
+def test_a_search_a_replica_cancels_for_a_recovery_conflict_is_answered_by_the_primary(
     reads, conn, standby
 ):
     """A lock the primary takes is replayed on the standby, which cancels the query in its
