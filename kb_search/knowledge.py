@@ -16,9 +16,10 @@ from psycopg_pool import ConnectionPool
 from kb_core.callers import Caller
 from kb_core.keywords import normalize
 from kb_core.queries import query
+from kb_core.read_routing import ReadRouter
 from kb_search.answerers import StreamedAnswer
 from kb_search.asking import Asker, AskResult, KnownAnswer, PreparedAnswer
-from kb_search.search import Mode, SearchResult
+from kb_search.search import Mode, PreparedQuery, SearchResult
 
 __all__ = ["AnswerCache", "KnowledgeService", "public"]
 
@@ -63,32 +64,36 @@ def public(result: AskResult | SearchResult) -> AskResult | SearchResult:
 
 
 class KnowledgeService:
-    def __init__(self, pool: ConnectionPool, asker: Asker, cache: AnswerCache | None = None):
+    """Retrieval runs where `reads` sends it (a replica that has reached the fence, or the
+    primary); the query log, feedback and everything about identity use `pool`, the primary."""
+
+    def __init__(self, pool: ConnectionPool, asker: Asker, cache: AnswerCache | None = None,
+                 reads: ReadRouter | None = None):
         self.pool = pool
         self.asker = asker
         self.cache = cache or AnswerCache()
+        self.reads = reads or ReadRouter(pool)
 
     def search(self, caller: Caller, question: str, k: int, mode: Mode) -> SearchResult:
         searcher = self.asker.searcher
         prepared = searcher.prepare(question, mode)  # embedding holds no connection
-        with self.pool.connection() as conn:
-            result, _ = searcher.search(conn, prepared, list(caller.groups), k, mode)
+        result, _ = self.reads.run(
+            lambda conn: searcher.search(conn, prepared, list(caller.groups), k, mode))
         return result
 
     def ask(self, caller: Caller, question: str) -> AskResult:
         """An answer (from the cache when the index has not changed), logged."""
         query_id = str(uuid.uuid4())
         key = AnswerCache.key(question, caller.groups, self.asker.answerer.name)
-        with self.pool.connection() as conn:
-            version = conn.execute(query("index_version")).fetchone()[0]
-            cached = self.cache.get(key, version)
-            if cached is not None:
-                result = msgspec.structs.replace(cached, query_id=query_id)
+        cached = self.cache.get(key, self.reads.run(_index_version))
+        if cached is not None:
+            result = msgspec.structs.replace(cached, query_id=query_id)
+            with self.pool.connection() as conn:
                 self._log(conn, caller, question, result, hits=None, cached=True)
-                return result
+            return result
         question_vector = self.asker.searcher.prepare(question)  # holds no connection
-        with self.pool.connection() as conn:
-            prepared = self.asker.retrieve(conn, question, list(caller.groups), question_vector)
+        version, prepared = self.reads.run(
+            lambda conn: self._retrieve(conn, question, caller, question_vector))
         # The answerer (an LLM call of seconds) holds no connection: the pool serves searches.
         result = self.asker.answer(prepared, question, query_id)
         with self.pool.connection() as conn:
@@ -96,10 +101,20 @@ class KnowledgeService:
         self.cache.put(key, version, result)
         return result
 
+    def _retrieve(self, conn: psycopg.Connection, question: str, caller: Caller,
+                  question_vector: PreparedQuery) -> tuple[int, PreparedAnswer]:
+        """The index version and the passages, read in one transaction on one server. The
+        version is read first, so the passages are never older than the version that tags
+        their answer in the cache (a newer version would serve them after a revocation)."""
+        with conn.transaction():
+            version = _index_version(conn)
+            return version, self.asker.retrieve(conn, question, list(caller.groups),
+                                                question_vector)
+
     def prepare_stream(self, caller: Caller, question: str) -> tuple[str, PreparedAnswer]:
         question_vector = self.asker.searcher.prepare(question)
-        with self.pool.connection() as conn:
-            prepared = self.asker.retrieve(conn, question, list(caller.groups), question_vector)
+        prepared = self.reads.run(lambda conn: self.asker.retrieve(
+            conn, question, list(caller.groups), question_vector))
         return str(uuid.uuid4()), prepared
 
     def stream(self, prepared: PreparedAnswer, question: str) -> StreamedAnswer | KnownAnswer:
@@ -149,3 +164,7 @@ class KnowledgeService:
                 "caller_kind": caller.kind, "caller_subject": caller.subject,
                 "limit": limit}).fetchall()
         return [question for (question,) in rows]
+
+
+def _index_version(conn: psycopg.Connection) -> int:
+    return conn.execute(query("index_version")).fetchone()[0]

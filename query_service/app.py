@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from kb_core.callers import Caller
 from kb_core.embeddings import UnknownEmbedderError
 from kb_core.index_model import recorded_model_async
+from kb_core.read_routing import ReadRouter, Replica, ReplicaStatus, replica_name
 from kb_core.settings import Settings
 from kb_search.engine import build_engine
 from kb_search.knowledge import KnowledgeService
@@ -32,6 +33,7 @@ from query_service.api import BEARER, KnowledgeController
 from query_service.corrections import CorrectionsController
 from query_service.documents import DocumentsController
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
+from query_service.fence import follow_index_changes
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import RateLimiter
 from query_service.oidc import OidcProvider, purge_sign_in_attempts
@@ -60,6 +62,7 @@ class Readiness(msgspec.Struct):
     embedder: str
     index_model: str
     detail: str | None = None
+    replicas: list[ReplicaStatus] = []
 
 
 @get("/healthz", operation_id="healthz", tags=["health"], opt={ANY_HOST: True})
@@ -71,22 +74,27 @@ async def healthz() -> Health:
 @get("/readyz", operation_id="readyz", tags=["health"], opt={ANY_HOST: True})
 async def readyz(state: State) -> Response[Readiness]:
     """Ready when the database answers and questions can be embedded with the live index's
-    model (which during a rebuild with a new model is not KB_EMBEDDER's)."""
+    model (which during a rebuild with a new model is not KB_EMBEDDER's); each read replica's
+    state is reported, and none is needed while the primary answers."""
     searcher = state.service.asker.searcher
+    reads = state.service.reads
+    replicas = await asyncio.to_thread(reads.status) if reads.replicas else []
     try:
         async with state.identity_pool.connection(timeout=2) as conn:
             model = await recorded_model_async(conn) or searcher.configured
         state.database.answered()
     except (psycopg.Error, TimeoutError, OSError) as exc:
         state.database.failed()
-        body = Readiness(False, False, searcher.configured, "unknown", f"database: {exc}")
+        body = Readiness(False, False, searcher.configured, "unknown", f"database: {exc}",
+                         replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     try:
         embedder = searcher.embedder_for(model)
     except UnknownEmbedderError as exc:
-        body = Readiness(False, True, model, "mismatch", str(exc))
+        body = Readiness(False, True, model, "mismatch", str(exc), replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
-    return Response(Readiness(True, True, embedder.name, "ok"), status_code=HTTP_200_OK)
+    body = Readiness(True, True, embedder.name, "ok", replicas=replicas)
+    return Response(body, status_code=HTTP_200_OK)
 
 
 async def _purge_periodically(state: State, days: int) -> None:
@@ -150,9 +158,20 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
             url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
             reconnect_timeout=RECONNECT_TIMEOUT_S, configure=pooled_search_connection,
             check=ConnectionPool.check_connection, name="search")
+        # Searches may run on streaming replicas (autocommit: the router checks a replica's
+        # replay position before the search's transaction begins, kb_core/read_routing.py).
+        replicas = [Replica(replica_name(read_url), ConnectionPool(
+            read_url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
+            reconnect_timeout=RECONNECT_TIMEOUT_S, configure=pooled_search_connection,
+            check=ConnectionPool.check_connection, kwargs={"autocommit": True},
+            name=f"replica-{i}")) for i, read_url in enumerate(settings.database_read_urls)]
         await state.identity_pool.open(wait=False)
         search_pool.open(wait=False)
-        state.service = KnowledgeService(search_pool, build_engine(settings))
+        for replica in replicas:
+            replica.pool.open(wait=False)
+        reads = ReadRouter(search_pool, replicas)
+        fence = asyncio.create_task(follow_index_changes(url, reads.fence)) if replicas else None
+        state.service = KnowledgeService(search_pool, build_engine(settings), reads=reads)
         jwt = JwtSettings.from_settings(service)
         state.jwt = JwtVerifier(jwt) if jwt else None
         state.dev_user = dev_user
@@ -167,9 +186,13 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         try:
             yield
         finally:
-            purge.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await purge
+            for task in (purge, fence):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            for replica in replicas:
+                replica.pool.close()
             search_pool.close()
             await state.identity_pool.close()
 

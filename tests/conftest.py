@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,10 +14,15 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
+from bench.standby import Standby
 from kb_core.database import start_embedded
 from kb_core.migrations import migrate
+from kb_core.queries import query
+from kb_core.read_routing import ReadRouter, Replica
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
+from kb_search.search import pooled_search_connection
 
 SAMPLES = REPO_ROOT / "samples" / "docs"
 TEMPLATE = "kb_template"
@@ -65,6 +71,44 @@ def database_url(admin_url: str) -> Iterator[str]:
     """A fresh, migrated database of its own for one test."""
     with _new_database(admin_url, TEMPLATE) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def standby(admin_url: str) -> Iterator[Standby]:
+    """A hot standby of the session's server on 127.0.0.1, streaming its WAL: one per test
+    module that asks for it (a base backup and a start take about two seconds)."""
+    # A small cache for the standby, and queries in the way of replay cancelled soon (the
+    # recovery conflicts the replica tests provoke; PostgreSQL waits 30 s by default).
+    made = Standby(admin_url, Path("/tmp") / f"kbr-{uuid.uuid4().hex[:8]}",
+                   {"shared_buffers": "128MB", "max_standby_streaming_delay": "100ms"})
+    yield made
+    made.remove()
+
+
+@pytest.fixture
+def replica_url(standby: Standby, database_url: str) -> str:
+    """The test's database as the standby serves it, once it has replayed its creation."""
+    standby.catch_up()
+    return standby.url(urllib.parse.urlsplit(database_url).path.lstrip("/"))
+
+
+@pytest.fixture
+def reads(database_url: str, replica_url: str) -> Iterator[ReadRouter]:
+    """A read router over the test's database and its replica, built as the service builds
+    it; its fence is the test's to move (the service follows the primary's notices)."""
+    primary = ConnectionPool(database_url, min_size=1, max_size=2, open=True,
+                             configure=pooled_search_connection, name="primary")
+    replica = ConnectionPool(replica_url, min_size=1, max_size=2, open=True,
+                             configure=pooled_search_connection,
+                             kwargs={"autocommit": True}, name="replica")
+    yield ReadRouter(primary, [Replica("standby", replica)])
+    replica.close()
+    primary.close()
+
+
+def wal_position(conn: psycopg.Connection) -> int:
+    """The primary's WAL position, as the service reads it when an index change is notified."""
+    return conn.execute(query("wal_position")).fetchone()[0]
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -20,6 +21,7 @@ from kb_search.documents import document_view, indexed_original
 from kb_search.search import MODES, Searcher, configure_search_session, hybrid_search
 from kb_search.synonyms import Synonyms
 from tests import configured
+from tests.conftest import wal_position
 
 CORPUS = {
     "all/QC-2031_報告書.md": "# QC-2031 品質検査報告書\n\n対象製品ZP-2041の吐出量が"
@@ -203,6 +205,42 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
     assert (view is not None) == (uri == owner and bool(allowed[uri] & caller))
     assert (indexed_original(conn, documents[uri], sorted(caller)) is not None) == bool(
         allowed[uri] & caller)
+
+
+# Fewer examples than the primary's: each waits for the replica to replay its re-permission.
+@hypothesis_settings(max_examples=300, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
+                        max_size=len(CORPUS)),
+    caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
+    question=_QUESTIONS,
+    mode=st.sampled_from(MODES),
+)
+def test_no_hit_from_a_replica_ever_comes_from_a_document_outside_the_callers_groups(
+    corpus, conn, searcher, reads, assignment, caller, question, mode
+):
+    """The property above on the replica path: documents re-permissioned on the primary, the
+    fence moved as the service moves it, and the search answered by the streaming replica
+    once it has replayed the change."""
+    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
+    for uri, groups in zip(uris, assignment, strict=True):
+        conn.execute(query("regroup_document"),
+                     {"uri": uri, "groups": sorted(groups), "rule": "test"})
+    allowed = {uri: set(groups) for uri, groups in zip(uris, assignment, strict=True)}
+    fence = wal_position(conn)
+    reads.fence.advance(fence)
+    replica = reads.replicas[0]
+    with replica.pool.connection() as replica_conn:
+        while replica_conn.execute(query("replay_position")).fetchone()[0] < fence:
+            time.sleep(0.002)
+    served = replica.served
+    prepared = searcher.prepare(question, mode)
+    result, _ = reads.run(
+        lambda c: searcher.search(c, prepared, sorted(caller), 20, mode))
+    assert replica.served == served + 1
+    for hit in result.hits:
+        assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
 
 
 def test_reranker_reorders_the_fused_hits(corpus, conn, monkeypatch):

@@ -44,9 +44,6 @@ EXTERNAL = {
 # Read by libpq beneath psycopg and psycopg2, not by our code: the database password, for
 # URLs that carry none.
 LIBPQ_VARIABLES = {"PGPASSWORD"}
-# Searches on streaming replicas; its setting is being added to kb_core.settings by another
-# change, after which this set is redundant.
-PENDING_VARIABLES = {"KB_DATABASE_READ_URLS"}
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 SECRET_LOOKING = [
     re.compile(r"://[^/@\s:]+:[^/@\s]+@"),  # a URL with a password
@@ -493,7 +490,7 @@ def test_dagster_accepts_the_instance_these_values_render(tmp_path):
 
 
 def test_every_variable_set_is_one_the_product_reads():
-    known = {v.name for v in VARIABLES} | PENDING_VARIABLES | LIBPQ_VARIABLES
+    known = {v.name for v in VARIABLES} | LIBPQ_VARIABLES
     for where, env in _every_environment():
         unknown = set(env) - known
         assert not unknown, f"{where} sets {sorted(unknown)}, which nothing reads"
