@@ -67,9 +67,15 @@ combinations (n, query, size) AS (
     FROM combinations c JOIN weightiest w ON w.n > c.n
     WHERE c.size < 4
 ),
+-- The tiers in order, each with the query of the one before, whose passages it leaves out;
+-- the seeds last (alone when the question has a rare term).
 tiers AS MATERIALIZED (
-    SELECT size, string_agg('(' || query || ')', ' | ')::tsquery AS query
-    FROM combinations WHERE size >= 2 GROUP BY size
+    SELECT size, query, lag(query) OVER (ORDER BY size DESC) AS above
+    FROM (SELECT size, string_agg('(' || query || ')', ' | ')::tsquery AS query
+          FROM combinations WHERE size >= 2 GROUP BY size
+          UNION ALL
+          SELECT 1, string_agg(query::text, ' | ')::tsquery FROM seeds) t
+    ORDER BY size DESC
 ),
 -- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see: one of its
 -- groups is a group of every document the fact corrects. Few rows, searched exactly.
@@ -86,34 +92,15 @@ phrase_queries AS MATERIALIZED (
 kw_candidates AS (
     -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
     -- below reads them in place; out of line, each use would fetch the value again.
-    -- The tiers in turn, each leaving out the passages of the one before; once
-    -- max_candidates have come, the later ones do not run. Without tiers (a question with a
-    -- rare term), every passage holding a seed.
-    (SELECT * FROM (
-      (SELECT c.id, c.keywords, c.token_count FROM chunks c
-       WHERE c.keywords @@ (SELECT query FROM tiers WHERE size = 4)
-         AND c.allowed_groups && %(groups)s::text[]
-         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
-       LIMIT %(max_candidates)s)
-      UNION ALL
-      (SELECT c.id, c.keywords, c.token_count FROM chunks c
-       WHERE c.keywords @@ (SELECT query FROM tiers WHERE size = 3) AND NOT coalesce(c.keywords @@ (SELECT query FROM tiers WHERE size = 4), false)
-         AND c.allowed_groups && %(groups)s::text[]
-         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
-       LIMIT %(max_candidates)s)
-      UNION ALL
-      (SELECT c.id, c.keywords, c.token_count FROM chunks c
-       WHERE c.keywords @@ (SELECT query FROM tiers WHERE size = 2) AND NOT coalesce(c.keywords @@ (SELECT query FROM tiers WHERE size = 3), false)
-         AND c.allowed_groups && %(groups)s::text[]
-         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
-       LIMIT %(max_candidates)s)
-      UNION ALL
-      (SELECT c.id, c.keywords, c.token_count FROM chunks c
-       WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
-         AND NOT coalesce(c.keywords @@ (SELECT query FROM tiers WHERE size = 2), false)
-         AND c.allowed_groups && %(groups)s::text[]
-         AND (SELECT chunks FROM visible) > %(exact_scan_max)s
-       LIMIT %(max_candidates)s)) tiered
+    -- The tiers in turn: once max_candidates have come, the later ones do not run.
+    (SELECT c.id, c.keywords, c.token_count
+     FROM tiers t
+     CROSS JOIN LATERAL (
+         SELECT c.id, c.keywords, c.token_count FROM chunks c
+         WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
+           AND c.allowed_groups && %(groups)s::text[]
+           AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+         LIMIT %(max_candidates)s) c
      LIMIT %(max_candidates)s)
     UNION ALL
     -- A caller who may read few passages has every one holding an informative term scored:
