@@ -158,6 +158,10 @@ def test_both_plans_return_the_same_passages_to_every_caller(corpus, conn, searc
             assert found[0] == found[1], (caller, question)
 
 
+# Every document's groups, and a caller's: the property tests' draws.
+_ASSIGNMENTS = st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
+                        max_size=len(CORPUS))
+_CALLERS = st.sets(st.sampled_from(_GROUPS), max_size=3)
 _QUESTIONS = st.sampled_from([
     "ZP-2041", "QC-2031 はどこ？", "東京都庁", "第22条", "寮", "年休", "給与支給日",
     "品質検査報告書", "副業の届出", "の", "a",
@@ -167,9 +171,8 @@ _QUESTIONS = st.sampled_from([
 @hypothesis_settings(max_examples=1000, deadline=None,  # issue 6: at least 1,000 examples
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
-                        max_size=len(CORPUS)),
-    caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
+    assignment=_ASSIGNMENTS,
+    caller=_CALLERS,
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
     exact_scan_max=st.sampled_from(PLANS),
@@ -211,9 +214,8 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
 @hypothesis_settings(max_examples=300, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
-                        max_size=len(CORPUS)),
-    caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
+    assignment=_ASSIGNMENTS,
+    caller=_CALLERS,
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
 )
@@ -455,9 +457,8 @@ def learned(corpus: Path, conn: psycopg.Connection) -> dict[str, list[str]]:
 @hypothesis_settings(max_examples=300, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    assignment=st.lists(st.sets(st.sampled_from(_GROUPS), max_size=3), min_size=len(CORPUS),
-                        max_size=len(CORPUS)),
-    caller=st.sets(st.sampled_from(_GROUPS), max_size=3),
+    assignment=_ASSIGNMENTS,
+    caller=_CALLERS,
     question=_QUESTIONS | st.sampled_from(list(FACTS)),
     mode=st.sampled_from(MODES),
 )
