@@ -48,7 +48,7 @@ from kb_search.evaluation import load_questions, source_matches
 
 L2 = 1.0  # on standardized features; the sets hold thousands of questions
 # The model for indexes of any other embedder reads no similarity (its scale is the model's own).
-WITHOUT_SIMILARITY = tuple(f for f in FEATURES if f not in ("similarity", "margin"))
+WITHOUT_SIMILARITY = tuple(f for f in FEATURES if f != "similarity")
 SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3)
 
 

@@ -12,6 +12,7 @@ import unicodedata
 __all__ = [
     "CJK_RUN",
     "CONTENT_RUN",
+    "SCRIPT_RUN",
     "KEYWORDS_VERSION",
     "bigrams",
     "normalize",
@@ -41,6 +42,10 @@ _CJK = rf"\u3040-\u309f{_CONTENT}\u0e00-\u0e7f\uac00-\ud7af"
 _TOKEN = re.compile(rf"[a-z0-9]+(?:-[a-z0-9]+)*|[{_CJK}]+")
 CJK_RUN = re.compile(rf"[{_CJK}]+")
 CONTENT_RUN = re.compile(rf"[{_CONTENT}]+")
+# A word-like run of one script in normalized text: kanji, katakana, or a Latin word or code
+# (zp-2041, 1.5). What the answerers and the answerability evidence read as a question's words.
+SCRIPT_RUN = re.compile(
+    r"[\u3400-\u4dbf\u4e00-\u9fff々〆ヵヶ]+|[ァ-ヺー]+|[a-z0-9]+(?:[-.][a-z0-9]+)*")
 _CODE_DASH = re.compile(r"(?<=[a-z0-9])-(?=[a-z0-9])")
 _UNHYPHENATED_CODE = re.compile(r"(?<![a-z0-9-])([a-z]{1,6})(\d{2,})(?![a-z0-9])")
 _MAX_POSITION = 16383  # PostgreSQL's limit for a tsvector position

@@ -5,16 +5,22 @@ The evidence of a question (`answerability_features`):
 
 - similarity: the best cosine similarity of the question to a found passage (e5 crowds these
   into 0.8-0.9 for related and unrelated passages alike, so it cannot decide alone);
-- margin: how far the best passage stands above the fifth, which an unrelated question lacks;
 - coverage: the largest share of the question's informative term weight one passage holds;
 - unknown: the share of the question's content weight in terms no passage the caller may see
   holds (the name of a person or product the company never wrote about); counted over the
   caller's passages only, so that a document outside its groups changes nothing it is told;
-- agreement: whether both legs put the first passage near their top.
+- agreement: whether both legs put the first passage near their top;
+- phrases: the largest share of the question's words (its runs of kanji, of katakana, of Latin
+  letters and digits, by length) one passage holds verbatim. Coverage counts 2-grams, so
+  古代エジプト語 is half covered by a passage on エジプト and 古代ギリシャ; a question about a
+  subject the index never describes keeps its 2-grams and loses its words.
 
-Whether the best passage holds the kind of thing asked for (a number for 何日 or いつ) was
-tried and left out: on the development sets a quantity question whose best passage held no
-number occurred six times in 3,699 questions, all answerable, too rare to learn from.
+How far the best passage's similarity stands above the fifth's was a feature until the
+phrases came: fitted beside them it took a negative weight and refused more answerable
+questions of our own set. Whether the best passage holds the kind of thing asked for (a
+number for 何日 or いつ) was tried and left out: on the development sets a quantity question
+whose best passage held no number occurred six times in 3,699 questions, all answerable, too
+rare to learn from.
 
 A logistic model over them is fitted from the development sets by `fit/answerability.py`, with
 cross-validation grouped by document, and committed as `answerability.json`; the product never
@@ -37,6 +43,7 @@ from pathlib import Path
 import msgspec
 import psycopg
 
+from kb_core.keywords import SCRIPT_RUN, normalize
 from kb_core.queries import query
 from kb_search.planner import GRAMMAR_WEIGHT, QueryPlan, QueryTerm
 from kb_search.search import Evidence, SearchResult
@@ -53,7 +60,7 @@ __all__ = [
 ]
 
 MODEL_FILE = Path(__file__).with_name("answerability.json")
-FEATURES = ("similarity", "margin", "coverage", "unknown", "agreement")
+FEATURES = ("similarity", "coverage", "unknown", "agreement", "phrases")
 _TOP = 5  # passages the evidence is read from (what the answerer sees)
 _NEAR_TOP = 3  # "near the top" of a leg, for agreement
 
@@ -82,9 +89,7 @@ def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
     """The evidence of `FEATURES`, in order, for the question `plan` and its found passages
     (best first); `unknown_terms` are the `content_terms` no passage of the caller holds."""
     top = hits[:_TOP]
-    similarities = sorted((h.similarity for h in top if h.similarity is not None),
-                          reverse=True)
-    best = similarities[0] if similarities else 0.0
+    best = max((h.similarity for h in top if h.similarity is not None), default=0.0)
     content = _content(plan)
     weight = sum(t.weight for t in content)
     unknown = sum(t.weight for t in content if t.term in unknown_terms)
@@ -93,11 +98,21 @@ def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
         r is not None and r <= _NEAR_TOP for r in (first.vector_rank, first.keyword_rank))
     return [
         best,
-        best - similarities[-1] if len(similarities) > 1 else 0.0,
         max((h.coverage or 0.0 for h in top), default=0.0),
         unknown / weight if weight else 0.0,
         float(agreement),
+        _phrases(plan.question, top),
     ]
+
+
+def _phrases(question: str, hits: Sequence[Hit]) -> float:
+    if not hits:
+        return 0.0
+    words = {w for w in SCRIPT_RUN.findall(normalize(question)) if len(w) > 1}
+    length = sum(map(len, words))
+    if not length:
+        return 1.0  # a question without a word of two characters loses none
+    return max(sum(len(w) for w in words if w in normalize(h.content)) for h in hits) / length
 
 
 def question_evidence(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,

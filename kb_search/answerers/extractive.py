@@ -1,8 +1,9 @@
 """The default answerer, offline and deterministic: the sentences of the top passages likeliest
 to hold what the question asks for (kb_search/answerers/sentences.py), quoted verbatim, each
 followed by its passage's [n], so what the answer says is what the documents say and
-verification passes. When no sentence shares enough with the question, the answer is the
-not-found sentence.
+verification passes. Whether the passages hold the answer is retrieval's decision, made before
+any answerer is called (kb_search/answerability.py); this answerer says the not-found sentence
+only when there is nothing to quote.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import msgspec
 
+from kb_core.keywords import SCRIPT_RUN
 from kb_search.answerers.contract import Passage
 
 __all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "choose_sentences",
@@ -47,7 +48,6 @@ HEADING_SHARE = 0.5
 FEATURES = ("overlap", "relative", "context", "neighbours", "phrasing", "rank", "type",
             "new_type", "novelty", "length")
 
-_TERM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff々〆ヵヶ]+|[ァ-ヺー]+|[a-z0-9]+(?:[-.][a-z0-9]+)*")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _SENTENCE = re.compile(r"[^。！？!?]+(?:[。！？!?]+[」』）)]*|$)")
 _TABLE_RULE = re.compile(r"[|:\-\s]+")
@@ -129,16 +129,24 @@ def default_model() -> SentenceModel:
 
 def choose_sentences(question: str, passages: list[Passage],
                      model: SentenceModel | None = None) -> list[Sentence]:
-    """The 0-3 sentences to quote, likeliest first; none when nothing shares enough with the
-    question."""
+    """The 1-3 sentences to quote, likeliest first: of those sharing enough with the question,
+    else of every sentence (給料日 asked, 給与は毎月25日に支払う written). Whether the passages
+    hold the answer was decided before, from retrieval's evidence for every answerer
+    (kb_search/answerability.py); a lexical threshold here refused 8 of our 141 answerable
+    questions that the decision had let through. None only for a question without a content
+    term or passages without a sentence."""
     model = model or default_model()
     candidates, rows = quotable(question, passages)
+    if not candidates:
+        candidates, rows = quotable(question, passages, least_shared=0.0)
     return [candidates[i] for i in model.pick(model.scores(rows),
                                               [len(c.text) for c in candidates])]
 
 
-def quotable(question: str, passages: list[Passage]) -> tuple[list[Sentence], list[list[float]]]:
-    """The sentences of the first passages that share enough with the question, in reading
+def quotable(question: str, passages: list[Passage], least_shared: float | None = None,
+             ) -> tuple[list[Sentence], list[list[float]]]:
+    """The sentences of the first passages that share at least `least_shared` term weight with
+    the question (by default two 2-grams, or a fifth of a long question's weight), in reading
     order, and the `FEATURES` of each."""
     wanted = _terms(question)
     total = sum(wanted.values())
@@ -156,7 +164,7 @@ def quotable(question: str, passages: list[Passage]) -> tuple[list[Sentence], li
     rare_total = sum(rarity.values()) or 1.0
     overlap = [sum(r for t, r in rarity.items() if t in h) / rare_total for h in held]
     best = max(overlap) or 1.0
-    threshold = max(min(2.0, total), 0.2 * total)
+    threshold = max(min(2.0, total), 0.2 * total) if least_shared is None else least_shared
     normalized = _normalize(question)
     asked = _trigrams(normalized)
     kind = next((holds for asks, holds in _ANSWER_TYPES if asks.search(normalized)), None)
@@ -232,7 +240,7 @@ def _trigrams(text: str) -> set[str]:
 def _terms(text: str) -> dict[str, float]:
     """Weighted terms: kanji/katakana 2-grams (1), Latin words (2), numbers and codes (3)."""
     terms: dict[str, float] = {}
-    for run in _TERM.findall(_normalize(text)):
+    for run in SCRIPT_RUN.findall(_normalize(text)):
         if run[0].isascii():
             terms[run] = 3.0 if any(c.isdigit() for c in run) else 2.0
             continue

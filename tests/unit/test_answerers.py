@@ -315,10 +315,16 @@ def test_extractive_answers_the_notice_period_with_the_right_sentence_and_citati
     assert verify(answer, PASSAGES) == (True, [])
 
 
-def test_extractive_returns_not_found_when_the_passages_are_unrelated():
-    answer = extractive_answer(passages=[TRAVEL, WIFI])
-    assert answer == Answer(text=NOT_FOUND, found=False, cited=[], answerer="extractive")
-    assert verify(answer, [TRAVEL, WIFI]) == (True, [])
+def test_extractive_quotes_a_passage_that_words_the_answer_unlike_the_question():
+    # 給料日 is asked, 給与…支払う written: no sentence shares two 2-grams with the question,
+    # yet retrieval has decided these passages hold the answer, and the answer is quoted.
+    payday = Passage(n=1, chunk_id=505, path="hr/給与規程.md", title="給与規程",
+                     heading="第5条（支払日）", page=None,
+                     content="給与は毎月25日に支払う。支払日が休日のときは前営業日とする。")
+    answer = extractive_answer("給料日は毎月何日？", [payday, WIFI])
+    assert answer.found and answer.cited == [1]
+    assert answer.text.startswith("給与は毎月25日に支払う。[1]")
+    assert verify(answer, [payday, WIFI]) == (True, [])
 
 
 def test_extractive_returns_not_found_without_passages_or_meaningful_question():
@@ -365,7 +371,8 @@ def test_extractive_uses_at_most_the_first_five_passages():
     ]
     sixth = Passage(n=6, chunk_id=6, path="hr/就業規則.md", title="就業規則",
                     heading="第22条", page=None, content=NOTICE.content)
-    assert extractive_answer(passages=[*filler, sixth]).found is False
+    answer = extractive_answer(passages=[*filler, sixth])
+    assert 6 not in answer.cited and NOTICE_SENTENCE not in answer.text
 
 
 def test_extractive_stream_joins_to_its_answer():
