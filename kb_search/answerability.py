@@ -112,7 +112,8 @@ def _phrases(question: str, hits: Sequence[Hit]) -> float:
     length = sum(map(len, words))
     if not length:
         return 1.0  # a question without a word of two characters loses none
-    return max(sum(len(w) for w in words if w in normalize(h.content)) for h in hits) / length
+    texts = [normalize(h.content) for h in hits]
+    return max(sum(len(w) for w in words if w in text) for text in texts) / length
 
 
 def question_evidence(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
