@@ -144,6 +144,7 @@ class AnswerMetrics(msgspec.Struct):
     cited_expected_rate: float
     not_found_precision: float
     not_found_recall: float
+    answerable_not_found_rate: float  # what KB_MAX_FALSE_NOT_FOUND bounds, end to end
     numbers_match_rate: float
     verified_rate: float
     forbidden_citations: int | None  # None when not measured
@@ -414,6 +415,7 @@ def evaluate_answers(
     - cited_expected_rate: answerable questions answered citing the expected document and no
       document outside the question's groups;
     - not_found_precision / not_found_recall: of "not found" on the unanswerable questions;
+      answerable_not_found_rate: answerable questions answered "not found";
     - numbers_match_rate: found answers whose every number and code appears in a passage they
       cite; verified_rate: answers whose verification raised no warning at all;
     - forbidden_citations: answers citing a document the question's groups (its own "groups",
@@ -440,6 +442,7 @@ def evaluate_answers(
             sum(1 for f in answerable if not set(f) & _NOT_CITED_EXPECTED), len(answerable)),
         not_found_precision=_rate(true_not_found, len(said_not_found)),
         not_found_recall=_rate(true_not_found, unanswerable),
+        answerable_not_found_rate=_rate(len(said_not_found) - true_not_found, len(answerable)),
         numbers_match_rate=_rate(sum(1 for a in found if numbers_match(a)), len(found)),
         verified_rate=_rate(sum(1 for a in answers if a.verified), len(answers)),
         forbidden_citations=(

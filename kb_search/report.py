@@ -55,6 +55,8 @@ def _answer_measures(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
          answers.not_found_precision),
         ("not_found_recall", '"not found" recall on the unanswerable questions',
          answers.not_found_recall),
+        ("answerable_not_found_rate", 'answerable questions answered "not found"',
+         answers.answerable_not_found_rate),
         ("numbers_match_rate", "found answers whose numbers and codes are all in a cited passage",
          answers.numbers_match_rate),
         ("verified_rate", "answers verified without warnings", answers.verified_rate),
@@ -356,7 +358,8 @@ def text_report(report: EvalReport) -> str:
             f"\nanswerable questions answered citing the expected document: "
             f"{answers.cited_expected_rate:.1%} of {answers.answerable}",
             f"not found: precision {answers.not_found_precision:.1%}, recall "
-            f"{answers.not_found_recall:.1%} over {answers.unanswerable} unanswerable",
+            f"{answers.not_found_recall:.1%} over {answers.unanswerable} unanswerable; "
+            f"said of {answers.answerable_not_found_rate:.1%} of the answerable",
             f"numbers and codes found in a cited passage: {answers.numbers_match_rate:.1%}"
             f" of {answers.found} answers; verified answers: {answers.verified_rate:.1%}",
             f"answers citing a document outside the question's groups: "

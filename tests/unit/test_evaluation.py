@@ -412,6 +412,7 @@ def test_a_correct_answer_counts_as_right_on_every_measure() -> None:
                       (asked(None), answered(NOT_FOUND, RULES))])
     assert report.cited_expected_rate == 1.0
     assert report.not_found_precision == report.not_found_recall == 1.0
+    assert report.answerable_not_found_rate == 0.0
     assert report.numbers_match_rate == report.verified_rate == 1.0
     assert report.forbidden_citations == 0
     assert report.wrong == []
@@ -460,6 +461,7 @@ def test_a_missed_not_found_lowers_not_found_recall() -> None:
     assert report.unanswerable == 2
     assert report.not_found_recall == 0.5  # one of the two unanswerable answered
     assert report.not_found_precision == 0.5  # one of the two "not found" was answerable
+    assert report.answerable_not_found_rate == 1.0  # the one answerable question refused
     assert report.cited_expected_rate == 0.0
     assert [w.reasons for w in report.wrong] == [["missed not found"], ["said not found"]]
 
