@@ -11,6 +11,7 @@ from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
 from kb_pipeline.defs.sensor import docs_folder_sensor
+from kb_pipeline.runs import MAX_CHANGED_PER_RUN
 
 
 def evaluate(settings: Settings, instance: dg.DagsterInstance,
@@ -72,16 +73,17 @@ def test_many_changed_files_are_batched_into_few_runs(settings, instance, tmp_pa
     folder = tmp_path / "many"
     folder.mkdir()
     (folder / "_access.toml").write_text('groups = ["all-employees"]\n')
-    for i in range(450):
+    # One more than a run takes (MAX_CHANGED_PER_RUN; the split itself: tests/unit/test_runs.py).
+    for i in range(MAX_CHANGED_PER_RUN + 1):
         (folder / f"doc{i:04}.md").write_text(f"# 文書{i}\n\n第1条 本文{i}。\n", encoding="utf-8")
     monkeypatch.setenv("KB_DOCS_DIRS", str(folder))
     settings = Settings(**{**settings.__dict__, "docs_dirs": (folder,)})
     result = tick(settings, instance)
-    assert len(result.run_requests) == 3  # 200 + 200 + 50
-    assert len(documents(conn)) == 450
+    assert len(result.run_requests) == 2  # 200 + 1
+    assert len(documents(conn)) == MAX_CHANGED_PER_RUN + 1
     # Edits scattered over the folder still make one run; the unchanged files between them
     # are skipped by raw_documents without parsing.
-    for i in (3, 200, 449):
+    for i in (3, 100, MAX_CHANGED_PER_RUN):
         (folder / f"doc{i:04}.md").write_text(f"# 文書{i}\n\n第1条 改定{i}。\n", encoding="utf-8")
     assert len(tick(settings, instance).run_requests) == 1
     assert conn.execute(
