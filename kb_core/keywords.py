@@ -12,8 +12,8 @@ import unicodedata
 __all__ = [
     "CJK_RUN",
     "CONTENT_RUN",
-    "SCRIPT_RUN",
     "KEYWORDS_VERSION",
+    "SCRIPT_RUN",
     "bigrams",
     "normalize",
     "terms",
