@@ -14,10 +14,12 @@ DEV_GROUPS ?= all-employees
 up: install
 	$(VENV)/bin/kb up --dev-user "$(DEV_USER)" --groups "$(DEV_GROUPS)"
 
+# pytest: two workers, each with its own embedded PostgreSQL; a module's tests stay on one
+# worker, so a module's fixtures (an indexed installation, a running service) are built once.
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadscope
 
 install: $(STAMP)
 
