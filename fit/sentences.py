@@ -7,9 +7,9 @@ it to kb_search/answerers/sentences.json.
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --cache /tmp/fitcache --write
 
 Every answerable question with a gold answer is searched as `kb ask` searches it, and the
-passages the answerer would be given are read by the product's own code (`quotable`); a
+passages the answerer would be given are read by the product's own code (`candidate_sentences`); a
 sentence's label is whether it holds the gold answer (NFKC, white space removed). The model is
-a conditional logit: one softmax over a question's quotable sentences, fitted to put the
+a conditional logit: one softmax over a question's candidate sentences, fitted to put the
 probability on the sentences holding the answer. How many sentences to quote (`coverage`,
 `max_chars`) is chosen to hold the gold answer most often while the answers' median length
 stays within MEDIAN_CHARS and their 90th percentile within P90_CHARS. Figures are
@@ -41,7 +41,7 @@ from kb_search.answerers.sentences import (
     FEATURES,
     MODEL_FILE,
     SentenceModel,
-    quotable,
+    candidate_sentences,
 )
 from kb_search.asking import Asker
 from kb_search.evaluation import holds_answer, load_questions
@@ -64,7 +64,7 @@ class Asked(msgspec.Struct):
 
 @dataclasses.dataclass
 class Question:
-    """A question's quotable sentences: features, labels, lengths; and its type and fold."""
+    """A question's candidate sentences: features, labels, lengths; and its type and fold."""
 
     features: np.ndarray  # sentences x FEATURES
     holds: np.ndarray  # bool: the sentence holds the gold answer
@@ -101,7 +101,7 @@ def described(asked: list[Asked]) -> list[Question]:
     folds = folds_by_document([a.document for a in asked])
     questions = []
     for a, fold in zip(asked, folds, strict=True):
-        candidates, rows = quotable(a.question, a.passages)
+        candidates, rows = candidate_sentences(a.question, a.passages)
         questions.append(Question(
             np.array(rows, dtype=float).reshape(len(rows), len(FEATURES)),
             np.array([holds_answer(c.text, a.answer) for c in candidates], dtype=bool),

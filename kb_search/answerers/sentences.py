@@ -1,10 +1,10 @@
-"""Which sentences of the passages hold the answer: the quotable sentences, what each tells
-about itself, and a fitted model of the probability that it holds what the question asks.
+"""Which sentences of the passages hold the answer: what each sentence tells about itself, and a
+fitted model of the probability that it holds what the question asks.
 
-A sentence is quotable when it shares enough of the question's terms (NFKC-normalized 2-grams
-of kanji and katakana runs, and whole Latin/digit tokens, which weigh more), counting half for
-a term found only in its passage's heading or title: a table row (ZP-2041 | 3年) says what its
-heading (第2条（保証期間）) is about. Among the quotable sentences, the evidence (`FEATURES`):
+The question's terms are NFKC-normalized 2-grams of kanji and katakana runs and whole
+Latin/digit tokens, which weigh more. Every sentence of the first passages is a candidate; a
+table row (ZP-2041 | 3年) is read under its heading (第2条（保証期間）), which says what it is
+about. The evidence of each (`FEATURES`):
 
 - overlap: the share of the question's term weight the sentence holds, each term weighed by
   how few of the passages' sentences hold it (a term in every sentence tells nothing); a table
@@ -16,11 +16,11 @@ heading (第2条（保証期間）) is about. Among the quotable sentences, the 
 - phrasing: the share of the question's character 3-grams, kana included, it holds;
 - rank: 1 / its passage's rank;
 - type: it holds the kind of thing asked for (a date for いつ, a number for 何人 or いくら, a
-  name for 誰, a place for どこ), and new_type: one the question does not already hold;
+  name for 誰), and new_type: one the question does not already hold;
 - novelty: the share of its terms the question does not hold (an answer adds something);
 - length: the logarithm of its length.
 
-A conditional logit over them (one softmax over a question's quotable sentences) is fitted by
+A conditional logit over them (one softmax over a question's candidate sentences) is fitted by
 fit/sentences.py from the development sets with gold answers and committed in sentences.json.
 """
 
@@ -38,13 +38,12 @@ import msgspec
 from kb_core.keywords import SCRIPT_RUN
 from kb_search.answerers.contract import Passage
 
-__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "choose_sentences",
-           "default_model", "quotable"]
+__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "candidate_sentences",
+           "choose_sentences", "default_model"]
 
 MODEL_FILE = Path(__file__).with_name("sentences.json")
 MAX_PASSAGES = 5
 MAX_SENTENCES = 3
-HEADING_SHARE = 0.5
 FEATURES = ("overlap", "relative", "context", "neighbours", "phrasing", "rank", "type",
             "new_type", "novelty", "length")
 
@@ -80,7 +79,7 @@ class Sentence(msgspec.Struct, frozen=True):
 
 
 class SentenceModel(msgspec.Struct, frozen=True):
-    """A conditional logit over the quotable sentences of a question, and how many to quote."""
+    """A conditional logit over the candidate sentences of a question, and how many to quote."""
 
     features: list[str]  # of FEATURES, by name
     mean: list[float]
@@ -129,29 +128,25 @@ def default_model() -> SentenceModel:
 
 def choose_sentences(question: str, passages: list[Passage],
                      model: SentenceModel | None = None) -> list[Sentence]:
-    """The 1-3 sentences to quote, likeliest first: of those sharing enough with the question,
-    else of every sentence (給料日 asked, 給与は毎月25日に支払う written). Whether the passages
-    hold the answer was decided before, from retrieval's evidence for every answerer
-    (kb_search/answerability.py); a lexical threshold here refused 8 of our 141 answerable
-    questions that the decision had let through. None only for a question without a content
-    term or passages without a sentence."""
+    """The 1-3 sentences to quote, likeliest first. Whether the passages hold the answer was
+    decided before, from retrieval's evidence for every answerer (kb_search/answerability.py);
+    here the model only ranks, over every sentence: a sentence sharing no term with the question
+    may be the answer (給料日 asked, 給与は毎月25日に支払う written; the name in one sentence,
+    the year in the next). Empty only for a question without a content term or passages without
+    a sentence."""
     model = model or default_model()
-    candidates, rows = quotable(question, passages)
-    if not candidates:
-        candidates, rows = quotable(question, passages, least_shared=0.0)
+    candidates, rows = candidate_sentences(question, passages)
     return [candidates[i] for i in model.pick(model.scores(rows),
                                               [len(c.text) for c in candidates])]
 
 
-def quotable(question: str, passages: list[Passage], least_shared: float | None = None,
-             ) -> tuple[list[Sentence], list[list[float]]]:
-    """The sentences of the first passages that share at least `least_shared` term weight with
-    the question (by default two 2-grams, or a fifth of a long question's weight), in reading
-    order, and the `FEATURES` of each."""
+def candidate_sentences(question: str, passages: list[Passage],
+                        ) -> tuple[list[Sentence], list[list[float]]]:
+    """The sentences of the first passages, in reading order, each once, and the `FEATURES` of
+    each."""
     wanted = _terms(question)
-    total = sum(wanted.values())
     everything = _sentences(passages[:MAX_PASSAGES])
-    if not total or not everything:
+    if not wanted or not everything:
         return [], []
     contexts = [_terms(f"{s.heading} {s.title}") for s in everything]
     own = [_terms(s.text) for s in everything]
@@ -164,7 +159,6 @@ def quotable(question: str, passages: list[Passage], least_shared: float | None 
     rare_total = sum(rarity.values()) or 1.0
     overlap = [sum(r for t, r in rarity.items() if t in h) / rare_total for h in held]
     best = max(overlap) or 1.0
-    threshold = max(min(2.0, total), 0.2 * total) if least_shared is None else least_shared
     normalized = _normalize(question)
     asked = _trigrams(normalized)
     kind = next((holds for asks, holds in _ANSWER_TYPES if asks.search(normalized)), None)
@@ -174,12 +168,8 @@ def quotable(question: str, passages: list[Passage], least_shared: float | None 
         text = _normalize(sentence.text)
         if text in seen:  # the same words quoted twice say nothing more
             continue
-        has, context = held[i], contexts[i]
-        shared = sum(w if t in own[i] else HEADING_SHARE * w if t in context else 0.0
-                     for t, w in wanted.items())
-        if shared < threshold:
-            continue
         seen.add(text)
+        has, context = held[i], contexts[i]
         beside = set(has)
         for j in (i - 1, i + 1):  # a table's rows are separate facts, not a story read on
             if (0 <= j < len(everything) and everything[j].n == sentence.n
@@ -203,7 +193,7 @@ def quotable(question: str, passages: list[Passage], least_shared: float | None 
 
 
 def _sentences(passages: list[Passage]) -> list[Sentence]:
-    """The quotable sentences of `passages`, in reading order; headings and fragments left out."""
+    """The sentences of `passages`, in reading order; headings and fragments left out."""
     return [Sentence(text, passage.n, rank, row, passage.heading, passage.title)
             for rank, passage in enumerate(passages, start=1)
             for text, row in _pieces(passage.content) if len(text) >= 4]

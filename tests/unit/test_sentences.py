@@ -12,7 +12,12 @@ import pytest
 
 from kb_core.settings import REPO_ROOT
 from kb_search.answerers import Passage
-from kb_search.answerers.sentences import FEATURES, choose_sentences, default_model, quotable
+from kb_search.answerers.sentences import (
+    FEATURES,
+    candidate_sentences,
+    choose_sentences,
+    default_model,
+)
 
 PASSAGES = [
     Passage(n=1, chunk_id=1, path="wiki/ベル.md", title="ベル", heading="生涯", page=None,
@@ -52,7 +57,7 @@ def test_the_fit_scores_and_picks_the_sentences_the_answerer_quotes(fit_script):
     questions = fit_script.described(asked)
     model = default_model()
     for a, q, scores in zip(asked, questions, fit_script.scored(model, questions), strict=True):
-        candidates, rows = quotable(a.question, a.passages)
+        candidates, rows = candidate_sentences(a.question, a.passages)
         assert np.allclose(scores, model.scores(rows))
         quoted = choose_sentences(a.question, a.passages, model)
         holds, length = fit_script.quoted(model, q, scores)
