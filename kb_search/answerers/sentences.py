@@ -16,7 +16,7 @@ about. The evidence of each (`FEATURES`):
 - phrasing: the share of the question's character 3-grams, kana included, it holds;
 - rank: 1 / its passage's rank;
 - type: it holds the kind of thing asked for (a date for いつ, a number for 何人 or いくら, a
-  name for 誰), and new_type: one the question does not already hold;
+  name for 誰, a place for どこ), and new_type: one the question does not already hold;
 - novelty: the share of its terms the question does not hold (an answer adds something);
 - length: the logarithm of its length.
 
