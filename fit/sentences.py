@@ -7,8 +7,9 @@ it to kb_search/answerers/sentences.json.
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --cache /tmp/fitcache --write
 
 Every answerable question with a gold answer is searched as `kb ask` searches it, and the
-passages the answerer would be given are read by the product's own code (`candidate_sentences`); a
-sentence's label is whether it holds the gold answer (NFKC, white space removed). The model is
+passages the answerer would be given are read by the product's own code
+(`candidate_sentences`); a sentence's label is whether it holds the gold answer (NFKC, white
+space removed). The model is
 a conditional logit: one softmax over a question's candidate sentences, fitted to put the
 probability on the sentences holding the answer. How many sentences to quote (`coverage`,
 `max_chars`) is chosen to hold the gold answer most often while the answers' median length

@@ -140,8 +140,9 @@ def choose_sentences(question: str, passages: list[Passage],
                                               [len(c.text) for c in candidates])]
 
 
-def candidate_sentences(question: str, passages: list[Passage],
-                        ) -> tuple[list[Sentence], list[list[float]]]:
+def candidate_sentences(
+    question: str, passages: list[Passage]
+) -> tuple[list[Sentence], list[list[float]]]:
     """The sentences of the first passages, in reading order, each once, and the `FEATURES` of
     each."""
     wanted = _terms(question)
