@@ -6,7 +6,7 @@ against exhaustive scoring, at growing index sizes.
     .venv/bin/python bench/search.py --sizes 1000000 --home /tmp/kbs  # the stretch goal
     .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
     .venv/bin/python bench/search.py --json > figures.json            # one JSON object
-    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # choose EXACT_SCAN_MAX
+    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # choose EXACT_SCAN_SCALE
 
 Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
 unless --home names one to keep: a kept index is reused and grown by later runs), ingests
@@ -27,10 +27,11 @@ query, its informative terms, weights and phrase bonus, over every passage holdi
 terms instead of the candidates kb_search.search.MAX_CANDIDATES allows), over the questions
 matching anything. Hybrid rows have none.
 
-Plans: a caller whose groups hold at most kb_search.search.EXACT_SCAN_MAX passages is searched
-exactly (every one of its passages compared, in both legs), any other through the indexes
-(HNSW; the keyword leg's budgeted candidates); each row names its plan. --compare-plans times
-every caller under both, side by side, which is how EXACT_SCAN_MAX is chosen.
+Plans: a caller whose groups hold at most kb_search.search.EXACT_SCAN_SCALE times the square
+root of the index's passages is searched exactly (every one of its passages compared, in both
+legs), any other through the indexes (HNSW; the keyword leg's budgeted candidates); each row
+names its plan. --compare-plans times every caller under both, side by side, which is how
+EXACT_SCAN_SCALE is chosen.
 
 With --json, the figures are printed as one object, {"rows": [{"size", "filter", "share",
 "mode", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]}, and the progress goes to
@@ -103,7 +104,7 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
 EVERY = 2**31 - 1  # a candidate budget no question reaches: exhaustive keyword scoring
 
 
-def _timed(conn, prepared, groups: list[str], mode: str, fusion, exact_scan_max: int  # noqa: ANN001
+def _timed(conn, prepared, groups: list[str], mode: str, fusion, exact_scan_scale: float  # noqa: ANN001
            ) -> tuple[list[float], list[list[int]]]:
     from kb_search.search import hybrid_search
 
@@ -111,49 +112,51 @@ def _timed(conn, prepared, groups: list[str], mode: str, fusion, exact_scan_max:
     for p in prepared:
         started = time.perf_counter()
         result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion,
-                                  exact_scan_max=exact_scan_max)
+                                  exact_scan_scale=exact_scan_scale)
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
     return times, tops
 
 
-def _keyword_scores(conn, p, groups: list[str], budget: int, exact_scan_max: int  # noqa: ANN001
+def _keyword_scores(conn, p, groups: list[str], budget: int, exact_scan_scale: float  # noqa: ANN001
                     ) -> list[float]:
     """The keyword leg's scores, best first (the leg's own order, before the fusion's code
     bonus), with `budget` candidates."""
     from kb_search.search import LEG_LIMIT, hybrid_search
 
     _, evidence = hybrid_search(conn, p.plan, None, groups, LEG_LIMIT, "keyword",
-                                max_candidates=budget, exact_scan_max=exact_scan_max)
+                                max_candidates=budget, exact_scan_scale=exact_scan_scale)
     return sorted((e.keyword_score for e in evidence if e.keyword_score is not None),
                   reverse=True)
 
 
-def _keyword_recall(conn, prepared, groups: list[str], exact_scan_max: int  # noqa: ANN001
+def _keyword_recall(conn, prepared, groups: list[str], exact_scan_scale: float  # noqa: ANN001
                     ) -> float | None:
     from kb_search.search import MAX_CANDIDATES
 
     found = []
     for p in prepared:
-        every = _keyword_scores(conn, p, groups, EVERY, exact_scan_max)
+        every = _keyword_scores(conn, p, groups, EVERY, exact_scan_scale)
         if not every:
             continue
         tenth = every[min(10, len(every)) - 1]
-        returned = _keyword_scores(conn, p, groups, MAX_CANDIDATES, exact_scan_max)[:10]
+        returned = _keyword_scores(conn, p, groups, MAX_CANDIDATES, exact_scan_scale)[:10]
         # The same passage scores the same in both: only the candidates differ.
         found.append(sum(s >= tenth - 1e-9 for s in returned) / min(10, len(every)))
     return statistics.mean(found) if found else None
 
 
-EXACT, INDEX = 2**62, -1  # exact_scan_max forcing each plan
+EXACT, INDEX = 2**62, -1  # exact_scan_scale forcing each plan
 
 
-def _plans(compare: bool, visible: int) -> list[int]:
-    """The exact_scan_max of each plan to time: the one the service picks for a caller who may
-    read `visible` passages, or both."""
-    from kb_search.search import EXACT_SCAN_MAX
+def _plans(compare: bool, visible: int, total: int) -> list[int]:
+    """The exact_scan_scale of each plan to time: the one the service picks for a caller who may
+    read `visible` of the index's `total` passages, or both."""
+    from kb_search.search import EXACT_SCAN_SCALE
 
-    return [EXACT, INDEX] if compare else [EXACT if visible <= EXACT_SCAN_MAX else INDEX]
+    if compare:
+        return [EXACT, INDEX]
+    return [EXACT if visible <= EXACT_SCAN_SCALE * total**0.5 else INDEX]
 
 
 def _plan_name(mode: str, plan: int, visible: int, ef: int) -> str:
@@ -185,7 +188,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                                    "WHERE group_name = %s", (group,)).fetchone()[0]
             share = visible / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
-            plans = _plans(compare, visible)
+            plans = _plans(compare, visible, total)
             keyword_recall = {plan: _keyword_recall(conn, prepared[:recall_n], [group], plan)
                               for plan in plans}
             runs = [(mode, plan) for mode in MODES for plan in plans]
@@ -238,7 +241,7 @@ def main() -> None:
                         help="questions whose exact top 10 is computed for recall@10")
     parser.add_argument("--compare-plans", action="store_true",
                         help="time every caller under both plans (exact and index), not only "
-                        "the one the service picks (kb_search.search.EXACT_SCAN_MAX)")
+                        "the one the service picks (kb_search.search.EXACT_SCAN_SCALE)")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as one JSON object (progress to stderr)")
     args = parser.parse_args()
@@ -250,7 +253,7 @@ def main() -> None:
     from kb_core.settings import Settings
     from kb_search.evaluation import load_questions
     from kb_search.fusion import fusion_for
-    from kb_search.search import EF_SEARCH, EXACT_SCAN_MAX, MAX_CANDIDATES, Searcher
+    from kb_search.search import EF_SEARCH, EXACT_SCAN_SCALE, MAX_CANDIDATES, Searcher
     from kb_search.synonyms import Synonyms
 
     tune_for_questions()  # as `kb serve` embeds questions
@@ -258,7 +261,7 @@ def main() -> None:
     efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}; "
-          f"EXACT_SCAN_MAX {EXACT_SCAN_MAX}",
+          f"EXACT_SCAN_SCALE {EXACT_SCAN_SCALE}",
           file=out, flush=True)
     try:
         url = database_url(settings)

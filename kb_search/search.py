@@ -47,12 +47,15 @@ LEG_LIMIT = 50  # candidates each leg contributes to fusion
 # Nearest embedding views read for the vector leg's LEG_LIMIT chunks: a chunk's views are
 # near one another, so some of the nearest are views of one chunk.
 VIEW_CANDIDATES = 2 * LEG_LIMIT
-# A caller whose groups hold at most this many passages is searched exactly: each of its
-# passages compared in the vector leg, each holding an informative term scored in the keyword
-# leg (sql/queries/search.sql). bench/search.py --compare-plans, vector leg p50: as fast as
-# the index plan for 1,000 and 3,000 passages (100k and 300k chunks), 2.2 times slower for
-# 10,000; the exact plan's keyword recall is 1 where the budgeted leg's was 0.16.
-EXACT_SCAN_MAX = 5000
+# A caller whose groups hold at most EXACT_SCAN_SCALE * sqrt(passages in the index) passages is
+# searched exactly: each of its passages compared in the vector leg, each holding an informative
+# term scored in the keyword leg (sql/queries/search.sql). The exact plan's cost grows with the
+# caller's passages v, the index plan's with how far HNSW walks past passages it may not read,
+# i.e. with total / v: they meet where v is proportional to sqrt(total). bench/search.py
+# --compare-plans, vector leg p50: at 100k chunks as fast as the index plan for 1,000 and 3,000
+# passages, 2.2 times slower for 10,000 (so 5,000 = 16 * sqrt(100k)); at 1M chunks, hybrid p50
+# 120 ms exact against 311 ms index for 10,000 passages, 2.8 s against 143 ms for 100,000.
+EXACT_SCAN_SCALE = 16
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
@@ -140,12 +143,12 @@ def hybrid_search(
     mode: Mode = "hybrid",
     fusion: Fusion = PLAIN,
     max_candidates: int = MAX_CANDIDATES,
-    exact_scan_max: int = EXACT_SCAN_MAX,
+    exact_scan_scale: float = EXACT_SCAN_SCALE,
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
     legs fused as `fusion` weighs them. bench/search.py lifts `max_candidates` to score every
     passage holding an informative term, against which the keyword leg's candidates are
-    measured, and moves `exact_scan_max` to time both plans for one caller."""
+    measured, and moves `exact_scan_scale` to time both plans for one caller."""
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
@@ -165,7 +168,7 @@ def hybrid_search(
         "max_terms": MAX_TERMS,
         "max_share": MAX_SHARE,
         "max_candidates": max_candidates,
-        "exact_scan_max": exact_scan_max,
+        "exact_scan_scale": exact_scan_scale,
         "full_coverage": FULL_COVERAGE,
         "keyword_weight": plan.keyword_weight,
         "fusion_k": fusion.k,

@@ -28,10 +28,12 @@ informative AS (
     LIMIT %(max_terms)s
 ),
 -- The caller's passages, by its groups' sizes (sql/011_group_sizes.sql): a passage readable by
--- two of its groups counts twice, so the figure errs high, never low.
+-- two of its groups counts twice, so the figure errs high, never low. Few enough of them, and
+-- both legs compare every one (kb_search/search.py, EXACT_SCAN_SCALE).
 visible AS (
-    SELECT coalesce(sum(s.chunks), 0) AS chunks,
-           least(1, coalesce(sum(s.chunks), 0) / greatest((SELECT n FROM total), 1)) AS share
+    SELECT least(1, coalesce(sum(s.chunks), 0) / greatest((SELECT n FROM total), 1)) AS share,
+           coalesce(sum(s.chunks), 0)
+               <= %(exact_scan_scale)s * sqrt((SELECT n FROM total)) AS exact
     FROM group_sizes s WHERE s.group_name = ANY(%(groups)s::text[])
 ),
 -- Candidates come from the rarest informative terms, taken while the caller's passages among
@@ -99,7 +101,7 @@ kw_candidates AS (
          SELECT c.id, c.keywords, c.token_count FROM chunks c
          WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
            AND c.allowed_groups && %(groups)s::text[]
-           AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+           AND NOT (SELECT exact FROM visible)
          LIMIT %(max_candidates)s) c
      LIMIT %(max_candidates)s)
     UNION ALL
@@ -110,7 +112,7 @@ kw_candidates AS (
     (SELECT c.id, c.keywords, c.token_count
      FROM (SELECT id, keywords, token_count FROM chunks
            WHERE allowed_groups && %(groups)s::text[]
-             AND (SELECT chunks FROM visible) <= %(exact_scan_max)s
+             AND (SELECT exact FROM visible)
            OFFSET 0) c
      WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM informative))
     UNION ALL
@@ -153,7 +155,7 @@ vec_nearest AS (
     (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
      FROM chunk_vectors v
      WHERE v.allowed_groups && %(groups)s::text[]
-       AND (SELECT chunks FROM visible) > %(exact_scan_max)s
+       AND NOT (SELECT exact FROM visible)
      ORDER BY v.embedding <=> %(query_vector)s::vector
      LIMIT %(view_limit)s)
     UNION ALL
@@ -161,7 +163,7 @@ vec_nearest AS (
     (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector
      FROM chunk_vectors v
      WHERE v.allowed_groups && %(groups)s::text[]
-       AND (SELECT chunks FROM visible) <= %(exact_scan_max)s
+       AND (SELECT exact FROM visible)
      ORDER BY (v.embedding <=> %(query_vector)s::vector) + 0
      LIMIT %(view_limit)s)
     UNION ALL
@@ -175,10 +177,18 @@ vec AS (
     ORDER BY distance, id
     LIMIT %(vector_limit)s
 ),
+-- The candidates holding every code of the question, each looked up by its id: a code's
+-- 2-grams can be in tens of thousands of passages (第14条 in 29k of 1M), and finding those
+-- through the keywords index first took 300 ms.
 coded AS (
-    SELECT c.id FROM (SELECT id, keywords FROM chunks UNION ALL SELECT id, keywords FROM facts) c
+    SELECT ids.id
+    FROM (SELECT id FROM vec UNION SELECT id FROM kw) ids
+    CROSS JOIN LATERAL (
+        SELECT keywords FROM chunks WHERE id = ids.id
+        UNION ALL
+        SELECT keywords FROM facts WHERE id = ids.id
+    ) c
     WHERE %(code_query)s::tsquery IS NOT NULL
-      AND c.id IN (SELECT id FROM vec UNION SELECT id FROM kw)
       AND c.keywords @@ %(code_query)s::tsquery
 ),
 -- Each leg's margin: how far its best passage stands above its fifth (0 with fewer than two).

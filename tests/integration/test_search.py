@@ -137,7 +137,7 @@ def test_callers_without_a_group_see_nothing_of_its_documents(corpus, conn, sear
 
 
 _GROUPS = ["all-employees", "hr", "engineering", "qa", "executives"]
-# exact_scan_max for the index plan (HNSW, the keyword leg's budgeted candidates), as for a
+# exact_scan_scale for the index plan (HNSW, the keyword leg's budgeted candidates), as for a
 # caller who may read many passages, and for the exact plan, as for one who may read few.
 PLANS = (0, 10**9)
 
@@ -153,7 +153,7 @@ def test_both_plans_return_the_same_passages_to_every_caller(corpus, conn, searc
             found = [
                 [hit.chunk_id for hit in hybrid_search(
                     conn, prepared.plan, prepared.vector, caller, 50, mode,
-                    exact_scan_max=limit)[0].hits]
+                    exact_scan_scale=limit)[0].hits]
                 for limit in PLANS]
             assert found[0] == found[1], (caller, question)
 
@@ -175,11 +175,11 @@ _QUESTIONS = st.sampled_from([
     caller=_CALLERS,
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
-    exact_scan_max=st.sampled_from(PLANS),
+    exact_scan_scale=st.sampled_from(PLANS),
     opened=st.tuples(st.integers(0, len(CORPUS) - 1), st.integers(0, 10**6)),
 )
 def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
-    corpus, conn, searcher, assignment, caller, question, mode, exact_scan_max, opened
+    corpus, conn, searcher, assignment, caller, question, mode, exact_scan_scale, opened
 ):
     """Search under either plan, and opening a source (a document's view, a passage with its
     neighbours, the original file), after every re-permission."""
@@ -191,7 +191,7 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
     configure_search_session(conn)
     prepared = searcher.prepare(question, mode)
     result, _ = hybrid_search(conn, prepared.plan, prepared.vector, sorted(caller), 20, mode,
-                              exact_scan_max=exact_scan_max)
+                              exact_scan_scale=exact_scan_scale)
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
 
@@ -359,8 +359,8 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
     plan = plan_question("質問")
 
     def hits(groups: list[str]) -> int:
-        # exact_scan_max 0: the HNSW plan, as for a caller who may read many passages.
-        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector", exact_scan_max=0)
+        # exact_scan_scale 0: the HNSW plan, as for a caller who may read many passages.
+        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector", exact_scan_scale=0)
         return len(result.hits)
 
     assert hits(["small"]) == 10
