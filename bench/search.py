@@ -7,6 +7,7 @@ against exhaustive scoring, at growing index sizes.
     .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
     .venv/bin/python bench/search.py --json > figures.json            # one JSON object
     .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # choose EXACT_SCAN_SCALE
+    .venv/bin/python bench/search.py --sizes 100000 --budgets 400,1000,4000  # MAX_CANDIDATES
 
 Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
 unless --home names one to keep: a kept index is reused and grown by later runs), ingests
@@ -33,9 +34,14 @@ legs), any other through the indexes (HNSW; the keyword leg's budgeted candidate
 names its plan. --compare-plans times every caller under both, side by side, which is how
 EXACT_SCAN_SCALE is chosen.
 
+--budgets measures the keyword leg alone under the index plan, with each candidate budget in
+turn (kb_search.search.MAX_CANDIDATES is the service's): its p50, p95 and recall@10 against
+exhaustive scoring, for every caller.
+
 With --json, the figures are printed as one object, {"rows": [{"size", "filter", "share",
-"mode", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]}, and the progress goes to
-stderr.
+"mode", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]} (with --budgets, {"budgets":
+[{"size", "filter", "share", "budget", "p50_ms", "p95_ms", "recall_at_10"}]}), and the
+progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -104,14 +110,16 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
 EVERY = 2**31 - 1  # a candidate budget no question reaches: exhaustive keyword scoring
 
 
-def _timed(conn, prepared, groups: list[str], mode: str, fusion, exact_scan_scale: float  # noqa: ANN001
-           ) -> tuple[list[float], list[list[int]]]:
-    from kb_search.search import hybrid_search
+def _timed(conn, prepared, groups: list[str], mode: str,  # noqa: ANN001
+           fusion, exact_scan_scale: float,  # noqa: ANN001
+           budget: int | None = None) -> tuple[list[float], list[list[int]]]:
+    from kb_search.search import MAX_CANDIDATES, hybrid_search
 
     times, tops = [], []
     for p in prepared:
         started = time.perf_counter()
         result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion,
+                                  max_candidates=budget or MAX_CANDIDATES,
                                   exact_scan_scale=exact_scan_scale)
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
@@ -130,20 +138,21 @@ def _keyword_scores(conn, p, groups: list[str], budget: int, exact_scan_scale: f
                   reverse=True)
 
 
-def _keyword_recall(conn, prepared, groups: list[str], exact_scan_scale: float  # noqa: ANN001
-                    ) -> float | None:
-    from kb_search.search import MAX_CANDIDATES
-
-    found = []
+def _keyword_recall(conn, prepared, groups: list[str], exact_scan_scale: float,  # noqa: ANN001
+                    budgets: list[int]) -> dict[int, float | None]:
+    """The keyword leg's recall@10 with each candidate budget, against one exhaustive scoring
+    of each question."""
+    found: dict[int, list[float]] = {budget: [] for budget in budgets}
     for p in prepared:
         every = _keyword_scores(conn, p, groups, EVERY, exact_scan_scale)
         if not every:
             continue
         tenth = every[min(10, len(every)) - 1]
-        returned = _keyword_scores(conn, p, groups, MAX_CANDIDATES, exact_scan_scale)[:10]
-        # The same passage scores the same in both: only the candidates differ.
-        found.append(sum(s >= tenth - 1e-9 for s in returned) / min(10, len(every)))
-    return statistics.mean(found) if found else None
+        for budget in budgets:
+            returned = _keyword_scores(conn, p, groups, budget, exact_scan_scale)[:10]
+            # The same passage scores the same in both: only the candidates differ.
+            found[budget].append(sum(s >= tenth - 1e-9 for s in returned) / min(10, len(every)))
+    return {budget: statistics.mean(f) if f else None for budget, f in found.items()}
 
 
 EXACT, INDEX = 2**62, -1  # exact_scan_scale forcing each plan
@@ -173,7 +182,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                repeats: int, fusion, compare: bool, out) -> list[dict]:  # noqa: ANN001
     """The rows of one index size; the human-readable table goes to `out`."""
     from kb_core.database import connect
-    from kb_search.search import MODES, pooled_search_connection
+    from kb_search.search import MAX_CANDIDATES, MODES, pooled_search_connection
 
     rows = []
     with connect(url, autocommit=True) as conn:
@@ -189,8 +198,10 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
             share = visible / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
             plans = _plans(compare, visible, total)
-            keyword_recall = {plan: _keyword_recall(conn, prepared[:recall_n], [group], plan)
-                              for plan in plans}
+            keyword_recall = {
+                plan: _keyword_recall(conn, prepared[:recall_n], [group], plan,
+                                      [MAX_CANDIDATES])[MAX_CANDIDATES]
+                for plan in plans}
             runs = [(mode, plan) for mode in MODES for plan in plans]
             for ef in efs:
                 conn.execute(f"SET hnsw.ef_search = {int(ef)}")
@@ -228,6 +239,49 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
     return rows
 
 
+def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa: ANN001
+                    repeats: int, budgets: list[int], out) -> list[dict]:  # noqa: ANN001
+    """The keyword leg's trade-off under the index plan: for each candidate budget, its p50 and
+    p95 (keyword mode) and its recall@10 against exhaustive scoring, for every caller."""
+    from kb_core.database import connect
+    from kb_search.fusion import PLAIN
+    from kb_search.search import pooled_search_connection
+
+    rows = []
+    with connect(url, autocommit=True) as conn:
+        pooled_search_connection(conn)
+        total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        print(f"\n== {total} chunks: keyword candidate budgets, index plan (p50 and p95: "
+              f"medians over {repeats} timed passes)", file=out, flush=True)
+        print(f"{'filter':<14} {'share':>6} {'budget':>7} {'p50 ms':>7} {'p95 ms':>7} "
+              f"{'recall@10':>9}", file=out, flush=True)
+        for group in SELECTIVITY_GROUPS:
+            visible = conn.execute("SELECT coalesce(sum(chunks), 0)::bigint FROM group_sizes "
+                                   "WHERE group_name = %s", (group,)).fetchone()[0]
+            recall = _keyword_recall(conn, prepared[:recall_n], [group], INDEX, budgets)
+            for budget in budgets:
+                _timed(conn, prepared, [group], "keyword", PLAIN, INDEX, budget)  # warm-up
+            passes: dict[int, list[list[float]]] = {budget: [] for budget in budgets}
+            for _ in range(repeats):
+                for budget in budgets:
+                    times, _ = _timed(conn, prepared, [group], "keyword", PLAIN, INDEX, budget)
+                    passes[budget].append(sorted(times))
+            for budget in budgets:
+                timed = passes[budget]
+                row = {"size": size, "filter": group, "share": round(visible / total, 4),
+                       "budget": budget,
+                       "p50_ms": round(statistics.median(
+                           statistics.median(t) for t in timed), 1),
+                       "p95_ms": round(statistics.median(
+                           t[int(0.95 * len(t)) - 1] for t in timed), 1),
+                       "recall_at_10": None if recall[budget] is None
+                       else round(recall[budget], 3)}
+                rows.append(row)
+                print(f"{group:<14} {100 * row['share']:>5.1f}% {budget:>7} "
+                      f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} "
+                      f"{row['recall_at_10'] or 0:>9.3f}", file=out, flush=True)
+    return rows
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000",
@@ -242,6 +296,9 @@ def main() -> None:
     parser.add_argument("--compare-plans", action="store_true",
                         help="time every caller under both plans (exact and index), not only "
                         "the one the service picks (kb_search.search.EXACT_SCAN_SCALE)")
+    parser.add_argument("--budgets", default="",
+                        help="comma-separated keyword candidate budgets: measure the keyword "
+                        "leg's recall/latency trade-off under the index plan instead")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as one JSON object (progress to stderr)")
     args = parser.parse_args()
@@ -259,6 +316,7 @@ def main() -> None:
     tune_for_questions()  # as `kb serve` embeds questions
     settings = Settings.from_env(env)
     efs = [int(x) for x in args.ef.split(",") if x] or [EF_SEARCH]
+    budgets = [int(x) for x in args.budgets.split(",") if x]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}; "
           f"EXACT_SCAN_SCALE {EXACT_SCAN_SCALE}",
@@ -282,10 +340,15 @@ def main() -> None:
             if add_synthetic_chunks(url, size):
                 print(f"grown to {size} chunks in {time.perf_counter() - started:.0f} s",
                       file=out, flush=True)
-            rows += bench_size(url, size, prepared, efs, args.recall_questions, args.repeats,
-                               fusion_for(searcher.model), args.compare_plans, out)
+            if budgets:
+                rows += keyword_budgets(url, size, prepared, args.recall_questions,
+                                        args.repeats, budgets, out)
+            else:
+                rows += bench_size(url, size, prepared, efs, args.recall_questions,
+                                   args.repeats, fusion_for(searcher.model), args.compare_plans,
+                                   out)
         if args.json:
-            print(json.dumps({"rows": rows}, ensure_ascii=False))
+            print(json.dumps({"budgets" if budgets else "rows": rows}, ensure_ascii=False))
     finally:
         stop_embedded(settings)
         if remove:
