@@ -53,8 +53,9 @@ VIEW_CANDIDATES = 2 * LEG_LIMIT
 # caller's passages v, the index plan's with how far HNSW walks past passages it may not read,
 # i.e. with total / v: they meet where v is proportional to sqrt(total). bench/search.py
 # --compare-plans, vector leg p50: at 100k chunks as fast as the index plan for 1,000 and 3,000
-# passages, 2.2 times slower for 10,000 (so 5,000 = 16 * sqrt(100k)); at 1M chunks, hybrid p50
-# 120 ms exact against 311 ms index for 10,000 passages, 2.8 s against 143 ms for 100,000.
+# passages, 2.2 times slower for 10,000 (so 5,000, about 16 * sqrt(100k)); at 1M chunks (its
+# timing, 40 questions), hybrid p50 120 ms exact against 311 ms index for 10,000 passages, 2.8 s
+# against 143 ms for 100,000.
 EXACT_SCAN_SCALE = 16
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
