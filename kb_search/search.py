@@ -41,8 +41,11 @@ MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 
 # bench/search.py, 100k chunks: recall@50 of the vector leg against exact search rose from
 # 0.67 (ef_search 20) to 0.75 (100) and 0.84 (200) for an unfiltered caller, and a caller whose
-# group holds 2% of the chunks got 0.79 in ~90 ms below 200 but 1.00 in ~7 ms at 200.
-EF_SEARCH = 200
+# group holds 2% of the chunks got 0.79 in ~90 ms below 200 but 1.00 in ~7 ms at 200. At 1M
+# chunks (the graph of sql/013_hnsw_build.sql; 30 questions, warm caches) an unfiltered caller's
+# recall@10 was 0.833 at 200, 0.960 at 400 and 0.990 at 800, its vector leg's p50 8.7, 11.2 and
+# 15.0 ms.
+EF_SEARCH = 400
 LEG_LIMIT = 50  # candidates each leg contributes to fusion
 # Nearest embedding views read for the vector leg's LEG_LIMIT chunks: a chunk's views are
 # near one another, so some of the nearest are views of one chunk.

@@ -314,8 +314,8 @@ def test_keyword_leg_uses_the_gin_index_for_a_selective_term(conn):
 
 def test_a_selective_group_filter_still_yields_k_hits(conn):
     # 3,000 chunks of a large group lie next to the question's vector and 30 of a small group
-    # far from it: HNSW's first ef_search (200) candidates hold none of the small group, so
-    # only an iterative scan finds k of its chunks.
+    # far from it: HNSW's first ef_search (400) candidates hold none of the small group, so only
+    # an iterative scan finds k of its chunks.
     import numpy as np
 
     from kb_search.planner import plan_question
