@@ -155,6 +155,18 @@ def _keyword_recall(conn, prepared, groups: list[str], exact_scan_scale: float, 
     return {budget: statistics.mean(f) if f else None for budget, f in found.items()}
 
 
+def _visible(conn, group: str) -> int:  # noqa: ANN001
+    """The passages `group` may read, as the search statement counts them."""
+    return conn.execute("SELECT coalesce(sum(chunks), 0)::bigint FROM group_sizes "
+                        "WHERE group_name = %s", (group,)).fetchone()[0]
+
+
+def _percentiles(passes: list[list[float]]) -> dict[str, float]:
+    """p50 and p95 of sorted timed passes: the median of each pass's figure."""
+    return {"p50_ms": round(statistics.median(statistics.median(t) for t in passes), 1),
+            "p95_ms": round(statistics.median(t[int(0.95 * len(t)) - 1] for t in passes), 1)}
+
+
 EXACT, INDEX = 2**62, -1  # exact_scan_scale forcing each plan
 
 
@@ -193,8 +205,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
         print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<8} {'p50 ms':>7} {'p95 ms':>7} "
               f"{'max ms':>7} {'recall@10':>9}  plan", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
-            visible = conn.execute("SELECT coalesce(sum(chunks), 0)::bigint FROM group_sizes "
-                                   "WHERE group_name = %s", (group,)).fetchone()[0]
+            visible = _visible(conn, group)
             share = visible / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
             plans = _plans(compare, visible, total)
@@ -224,10 +235,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                     timed = passes[mode, plan]
                     row = {"size": size, "filter": group, "share": round(share, 4),
                            "mode": mode,
-                           "p50_ms": round(statistics.median(
-                               statistics.median(t) for t in timed), 1),
-                           "p95_ms": round(statistics.median(
-                               t[int(0.95 * len(t)) - 1] for t in timed), 1),
+                           **_percentiles(timed),
                            "max_ms": round(max(t[-1] for t in timed), 1),
                            "recall_at_10": None if recall is None else round(recall, 3),
                            "plan": _plan_name(mode, plan, visible, ef)}
@@ -256,8 +264,7 @@ def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa:
         print(f"{'filter':<14} {'share':>6} {'budget':>7} {'p50 ms':>7} {'p95 ms':>7} "
               f"{'recall@10':>9}", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
-            visible = conn.execute("SELECT coalesce(sum(chunks), 0)::bigint FROM group_sizes "
-                                   "WHERE group_name = %s", (group,)).fetchone()[0]
+            visible = _visible(conn, group)
             recall = _keyword_recall(conn, prepared[:recall_n], [group], INDEX, budgets)
             for budget in budgets:
                 _timed(conn, prepared, [group], "keyword", PLAIN, INDEX, budget)  # warm-up
@@ -270,10 +277,7 @@ def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa:
                 timed = passes[budget]
                 row = {"size": size, "filter": group, "share": round(visible / total, 4),
                        "budget": budget,
-                       "p50_ms": round(statistics.median(
-                           statistics.median(t) for t in timed), 1),
-                       "p95_ms": round(statistics.median(
-                           t[int(0.95 * len(t)) - 1] for t in timed), 1),
+                       **_percentiles(timed),
                        "recall_at_10": None if recall[budget] is None
                        else round(recall[budget], 3)}
                 rows.append(row)
@@ -281,6 +285,7 @@ def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa:
                       f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} "
                       f"{row['recall_at_10'] or 0:>9.3f}", file=out, flush=True)
     return rows
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
