@@ -6,7 +6,7 @@ against exhaustive scoring, at growing index sizes.
     .venv/bin/python bench/search.py --sizes 1000000 --home /tmp/kbs  # the stretch goal
     .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
     .venv/bin/python bench/search.py --json > figures.json            # one JSON object
-    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # choose EXACT_SCAN_SCALE
+    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # EXACT_SCAN_SCALE, WIDE_SHARE
     .venv/bin/python bench/search.py --sizes 100000 --budgets 400,1000,4000  # MAX_CANDIDATES
 
 Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
@@ -31,8 +31,11 @@ matching anything. Hybrid rows have none.
 Plans: a caller whose groups hold at most kb_search.search.EXACT_SCAN_SCALE times the square
 root of the index's passages is searched exactly (every one of its passages compared, in both
 legs), any other through the indexes (HNSW; the keyword leg's budgeted candidates); each row
-names its plan. --compare-plans times every caller under both, side by side, which is how
-EXACT_SCAN_SCALE is chosen.
+names its plan. Under the index plan, the keyword leg's tiers check the groups of each row they
+find for a caller who may read at least kb_search.search.WIDE_SHARE of the passages, and
+intersect the groups' postings with the terms' for any other. --compare-plans times every
+caller under each of the three, side by side, which is how EXACT_SCAN_SCALE and WIDE_SHARE are
+chosen.
 
 --budgets measures the keyword leg alone under the index plan, with each candidate budget in
 turn (kb_search.search.MAX_CANDIDATES is the service's): its p50, p95 and recall@10 against
@@ -54,6 +57,7 @@ import statistics
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +114,7 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
 EVERY = 2**31 - 1  # a candidate budget no question reaches: exhaustive keyword scoring
 
 
-def _timed(conn, prepared, groups: list[str], mode: str,  # noqa: ANN001
-           fusion, exact_scan_scale: float,  # noqa: ANN001
+def _timed(conn, prepared, groups: list[str], mode: str, fusion, plan: Plan,  # noqa: ANN001
            budget: int | None = None) -> tuple[list[float], list[list[int]]]:
     from kb_search.search import MAX_CANDIDATES, hybrid_search
 
@@ -120,36 +123,38 @@ def _timed(conn, prepared, groups: list[str], mode: str,  # noqa: ANN001
         started = time.perf_counter()
         result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion,
                                   max_candidates=budget or MAX_CANDIDATES,
-                                  exact_scan_scale=exact_scan_scale)
+                                  exact_scan_scale=plan.exact_scan_scale,
+                                  wide_share=plan.wide_share)
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
     return times, tops
 
 
-def _keyword_scores(conn, p, groups: list[str], budget: int, exact_scan_scale: float  # noqa: ANN001
+def _keyword_scores(conn, p, groups: list[str], budget: int, plan: Plan  # noqa: ANN001
                     ) -> list[float]:
     """The keyword leg's scores, best first (the leg's own order, before the fusion's code
     bonus), with `budget` candidates."""
     from kb_search.search import LEG_LIMIT, hybrid_search
 
     _, evidence = hybrid_search(conn, p.plan, None, groups, LEG_LIMIT, "keyword",
-                                max_candidates=budget, exact_scan_scale=exact_scan_scale)
+                                max_candidates=budget, exact_scan_scale=plan.exact_scan_scale,
+                                wide_share=plan.wide_share)
     return sorted((e.keyword_score for e in evidence if e.keyword_score is not None),
                   reverse=True)
 
 
-def _keyword_recall(conn, prepared, groups: list[str], exact_scan_scale: float,  # noqa: ANN001
+def _keyword_recall(conn, prepared, groups: list[str], plan: Plan,  # noqa: ANN001
                     budgets: list[int]) -> dict[int, float | None]:
     """The keyword leg's recall@10 with each candidate budget, against one exhaustive scoring
     of each question."""
     found: dict[int, list[float]] = {budget: [] for budget in budgets}
     for p in prepared:
-        every = _keyword_scores(conn, p, groups, EVERY, exact_scan_scale)
+        every = _keyword_scores(conn, p, groups, EVERY, plan)
         if not every:
             continue
         tenth = every[min(10, len(every)) - 1]
         for budget in budgets:
-            returned = _keyword_scores(conn, p, groups, budget, exact_scan_scale)[:10]
+            returned = _keyword_scores(conn, p, groups, budget, plan)[:10]
             # The same passage scores the same in both: only the candidates differ.
             found[budget].append(sum(s >= tenth - 1e-9 for s in returned) / min(10, len(every)))
     return {budget: statistics.mean(f) if f else None for budget, f in found.items()}
@@ -167,26 +172,44 @@ def _percentiles(passes: list[list[float]]) -> dict[str, float]:
             "p95_ms": round(statistics.median(t[int(0.95 * len(t)) - 1] for t in passes), 1)}
 
 
-EXACT, INDEX = 2**62, -1  # exact_scan_scale forcing each plan
+@dataclass(frozen=True)
+class Plan:
+    """The arguments of `hybrid_search` that force one of its paths."""
+
+    exact_scan_scale: float
+    wide_share: float
 
 
-def _plans(compare: bool, visible: int, total: int) -> list[int]:
-    """The exact_scan_scale of each plan to time: the one the service picks for a caller who may
-    read `visible` of the index's `total` passages, or both."""
+EXACT = Plan(2**62, 0)  # every passage of the caller's compared
+ROWS = Plan(-1, 0)  # through the indexes, the keyword tiers checking the groups of each row
+POSTINGS = Plan(-1, 2)  # through the indexes, the tiers intersecting the groups' postings
+
+
+def _index_plan(share: float) -> Plan:
+    """The index plan the service picks for a caller who may read `share` of the passages."""
+    from kb_search.search import WIDE_SHARE
+
+    return ROWS if share >= WIDE_SHARE else POSTINGS
+
+
+def _plans(compare: bool, visible: int, total: int) -> list[Plan]:
+    """The plans to time: the one the service picks for a caller who may read `visible` of the
+    index's `total` passages, or all three."""
     from kb_search.search import EXACT_SCAN_SCALE
 
     if compare:
-        return [EXACT, INDEX]
-    return [EXACT if visible <= EXACT_SCAN_SCALE * total**0.5 else INDEX]
+        return [EXACT, ROWS, POSTINGS]
+    return [EXACT if visible <= EXACT_SCAN_SCALE * total**0.5 else _index_plan(visible / total)]
 
 
-def _plan_name(mode: str, plan: int, visible: int, ef: int) -> str:
+def _plan_name(mode: str, plan: Plan, visible: int, ef: int) -> str:
     from kb_search.search import MAX_CANDIDATES
 
     vector = (f"exact over the caller's {visible} passages" if plan == EXACT
               else f"hnsw iterative, ef_search {ef}")
+    groups = "groups checked on each row" if plan == ROWS else "groups' postings intersected"
     keyword = ("every passage of the caller's holding a term" if plan == EXACT
-               else f"gin, {MAX_CANDIDATES} candidates in tiers")
+               else f"gin, {MAX_CANDIDATES} candidates in tiers, {groups}")
     return {"vector": vector, "keyword": keyword, "hybrid": f"{vector}; {keyword}"}[mode]
 
 
@@ -213,7 +236,9 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                 plan: _keyword_recall(conn, prepared[:recall_n], [group], plan,
                                       [MAX_CANDIDATES])[MAX_CANDIDATES]
                 for plan in plans}
-            runs = [(mode, plan) for mode in MODES for plan in plans]
+            # The two index plans differ in the keyword leg only.
+            runs = [(mode, plan) for mode in MODES for plan in plans
+                    if not (mode == "vector" and plan == POSTINGS and ROWS in plans)]
             for ef in efs:
                 conn.execute(f"SET hnsw.ef_search = {int(ef)}")
                 for mode, plan in runs:
@@ -265,13 +290,14 @@ def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa:
               f"{'recall@10':>9}", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
             visible = _visible(conn, group)
-            recall = _keyword_recall(conn, prepared[:recall_n], [group], INDEX, budgets)
+            plan = _index_plan(visible / total)
+            recall = _keyword_recall(conn, prepared[:recall_n], [group], plan, budgets)
             for budget in budgets:
-                _timed(conn, prepared, [group], "keyword", PLAIN, INDEX, budget)  # warm-up
+                _timed(conn, prepared, [group], "keyword", PLAIN, plan, budget)  # warm-up
             passes: dict[int, list[list[float]]] = {budget: [] for budget in budgets}
             for _ in range(repeats):
                 for budget in budgets:
-                    times, _ = _timed(conn, prepared, [group], "keyword", PLAIN, INDEX, budget)
+                    times, _ = _timed(conn, prepared, [group], "keyword", PLAIN, plan, budget)
                     passes[budget].append(sorted(times))
             for budget in budgets:
                 timed = passes[budget]
@@ -299,8 +325,9 @@ def main() -> None:
     parser.add_argument("--recall-questions", type=int, default=60,
                         help="questions whose exact top 10 is computed for recall@10")
     parser.add_argument("--compare-plans", action="store_true",
-                        help="time every caller under both plans (exact and index), not only "
-                        "the one the service picks (kb_search.search.EXACT_SCAN_SCALE)")
+                        help="time every caller under every plan (exact, and the index plan "
+                        "with each way of checking groups), not only the one the service picks "
+                        "(kb_search.search.EXACT_SCAN_SCALE, WIDE_SHARE)")
     parser.add_argument("--budgets", default="",
                         help="comma-separated keyword candidate budgets: measure the keyword "
                         "leg's recall/latency trade-off under the index plan instead")

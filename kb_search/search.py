@@ -60,6 +60,13 @@ VIEW_CANDIDATES = 2 * LEG_LIMIT
 # timing, 40 questions), hybrid p50 120 ms exact against 311 ms index for 10,000 passages, 2.8 s
 # against 143 ms for 100,000.
 EXACT_SCAN_SCALE = 16
+# The keyword leg's tiers check the groups of a caller who may read at least this share of the
+# passages on each row their terms find, and intersect the groups' postings with the terms'
+# for any other (sql/queries/search.sql). bench/search.py --compare-plans, keyword leg p50 at
+# 100k chunks: checking each row 16.3 ms for the caller who may read every passage and 46.5 ms
+# for a tenth; intersecting 43.2 and 21.1 ms. The first costs about a + b / share, the second
+# c + d * share: they meet at 0.27.
+WIDE_SHARE = 0.3
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
@@ -117,11 +124,12 @@ class SearchResult(msgspec.Struct):
 
 def configure_search_session(conn: psycopg.Connection) -> None:
     """Session settings for search: filtered HNSW scans that keep going until k rows pass the
-    filter, and a plan made for each query's own terms and groups.
+    filter, and a plan made for each statement's own parameters.
 
-    psycopg prepares a statement after it has run five times, and PostgreSQL then switches to
-    a generic plan that cannot see the terms' frequencies or the groups: at 100k chunks that
-    plan took hybrid search from ~45 ms to ~850 ms (bench/search.py).
+    psycopg prepares a statement after it has run five times, and PostgreSQL may then switch
+    to a generic plan that cannot see the terms' frequencies or the groups (at 100k chunks one
+    took hybrid search from ~45 ms to ~850 ms before the statement chose its paths itself).
+    `hybrid_search` alone asks for its generic plan.
     """
     conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
     conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
@@ -148,6 +156,7 @@ def hybrid_search(
     fusion: Fusion = PLAIN,
     max_candidates: int = MAX_CANDIDATES,
     exact_scan_scale: float = EXACT_SCAN_SCALE,
+    wide_share: float = WIDE_SHARE,
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
     legs fused as `fusion` weighs them. bench/search.py lifts `max_candidates` to score every
@@ -173,6 +182,7 @@ def hybrid_search(
         "max_share": MAX_SHARE,
         "max_candidates": max_candidates,
         "exact_scan_scale": exact_scan_scale,
+        "wide_share": wide_share,
         "full_coverage": FULL_COVERAGE,
         "keyword_weight": plan.keyword_weight,
         "fusion_k": fusion.k,
@@ -181,7 +191,14 @@ def hybrid_search(
         "keyword_margin": fusion.keyword_margin,
         "k": k,
     }
-    rows = conn.execute(query("hybrid_search"), params).fetchall()
+    # One plan for every question and caller, made once on each connection: the statement
+    # picks each leg's path from the caller's groups itself (sql/queries/search.sql), and
+    # planning it anew took 2-3 ms of each search (at 100k chunks, side by side, hybrid p50
+    # 26.4 -> 24.1 ms for the caller who may read everything, 43.8 -> 41.6 for a tenth, 16.7 ->
+    # 14.3 for a hundredth, the same passages for every question).
+    with conn.transaction():
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        rows = conn.execute(query("hybrid_search"), params, prepare=True).fetchall()
     hits, evidence = [], []
     for rank, row in enumerate(rows, start=1):
         (chunk_id, document_id, source_uri, path, title, heading, page, chunk_index, content,

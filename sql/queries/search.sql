@@ -94,15 +94,26 @@ phrase_queries AS MATERIALIZED (
 kw_candidates AS (
     -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
     -- below reads them in place; out of line, each use would fetch the value again.
-    -- The tiers in turn: once max_candidates have come, the later ones do not run.
+    -- The tiers in turn: once max_candidates have come, the later ones do not run. A caller
+    -- who may read most passages has its groups checked on each row a tier's terms find (`IS
+    -- TRUE` keeps the groups' index out of it); for one who may read fewer, the groups'
+    -- postings are intersected with the terms' first, sparing the rows it may not read. Only
+    -- one of the two runs (kb_search/search.py, WIDE_SHARE).
     (SELECT c.id, c.keywords, c.token_count
      FROM tiers t
      CROSS JOIN LATERAL (
-         SELECT c.id, c.keywords, c.token_count FROM chunks c
-         WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
-           AND c.allowed_groups && %(groups)s::text[]
-           AND NOT (SELECT exact FROM visible)
-         LIMIT %(max_candidates)s) c
+         (SELECT c.id, c.keywords, c.token_count FROM chunks c
+          WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
+            AND (c.allowed_groups && %(groups)s::text[]) IS TRUE
+            AND (SELECT share FROM visible) >= %(wide_share)s
+          LIMIT %(max_candidates)s)
+         UNION ALL
+         (SELECT c.id, c.keywords, c.token_count FROM chunks c
+          WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
+            AND c.allowed_groups && %(groups)s::text[]
+            AND (SELECT share FROM visible) < %(wide_share)s
+          LIMIT %(max_candidates)s)) c
+     WHERE NOT (SELECT exact FROM visible)
      LIMIT %(max_candidates)s)
     UNION ALL
     -- A caller who may read few passages has every one holding an informative term scored:
@@ -150,11 +161,13 @@ kw AS (
 -- A caller who may read few passages gets them all compared (through the GIN index on
 -- allowed_groups): exact, and faster than an HNSW scan that must walk past the many passages
 -- it may not read. Only one of the two branches runs: each is gated by a condition on
--- `visible` that PostgreSQL checks once, before it starts the branch.
+-- `visible` that PostgreSQL checks once, before it starts the branch. The statement has one
+-- plan for every question and caller (kb_search/search.py): `IS TRUE` keeps the groups' index
+-- out of the HNSW branch, which a plan not knowing the groups would otherwise take.
 vec_nearest AS (
     (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
      FROM chunk_vectors v
-     WHERE v.allowed_groups && %(groups)s::text[]
+     WHERE (v.allowed_groups && %(groups)s::text[]) IS TRUE
        AND NOT (SELECT exact FROM visible)
      ORDER BY v.embedding <=> %(query_vector)s::vector
      LIMIT %(view_limit)s)

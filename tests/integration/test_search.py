@@ -137,13 +137,15 @@ def test_callers_without_a_group_see_nothing_of_its_documents(corpus, conn, sear
 
 
 _GROUPS = ["all-employees", "hr", "engineering", "qa", "executives"]
-# exact_scan_scale for the index plan (HNSW, the keyword leg's budgeted candidates), as for a
-# caller who may read many passages, and for the exact plan, as for one who may read few.
-PLANS = (0, 10**9)
+# (exact_scan_scale, wide_share) for the index plan (HNSW, the keyword leg's budgeted
+# candidates), as for a caller who may read most passages (its groups checked on each row) and
+# for one who may read fewer (the groups' postings intersected with the terms'), and for the
+# exact plan, as for one who may read few.
+PLANS = ((0, 0), (0, 2), (10**9, 0))
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_both_plans_return_the_same_passages_to_every_caller(corpus, conn, searcher, mode):
+def test_every_plan_returns_the_same_passages_to_every_caller(corpus, conn, searcher, mode):
     # On a corpus this small HNSW and the keyword leg's budget miss nothing: any difference
     # would be the plans filtering differently.
     configure_search_session(conn)
@@ -153,9 +155,9 @@ def test_both_plans_return_the_same_passages_to_every_caller(corpus, conn, searc
             found = [
                 [hit.chunk_id for hit in hybrid_search(
                     conn, prepared.plan, prepared.vector, caller, 50, mode,
-                    exact_scan_scale=limit)[0].hits]
-                for limit in PLANS]
-            assert found[0] == found[1], (caller, question)
+                    exact_scan_scale=scale, wide_share=wide)[0].hits]
+                for scale, wide in PLANS]
+            assert all(f == found[0] for f in found), (caller, question)
 
 
 # Every document's groups, and a caller's: the property tests' draws.
@@ -175,13 +177,13 @@ _QUESTIONS = st.sampled_from([
     caller=_CALLERS,
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
-    exact_scan_scale=st.sampled_from(PLANS),
+    plan=st.sampled_from(PLANS),
     opened=st.tuples(st.integers(0, len(CORPUS) - 1), st.integers(0, 10**6)),
 )
 def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
-    corpus, conn, searcher, assignment, caller, question, mode, exact_scan_scale, opened
+    corpus, conn, searcher, assignment, caller, question, mode, plan, opened
 ):
-    """Search under either plan, and opening a source (a document's view, a passage with its
+    """Search under every plan, and opening a source (a document's view, a passage with its
     neighbours, the original file), after every re-permission."""
     uris = [str(corpus / rel) for rel in sorted(CORPUS)]
     for uri, groups in zip(uris, assignment, strict=True):
@@ -191,7 +193,7 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
     configure_search_session(conn)
     prepared = searcher.prepare(question, mode)
     result, _ = hybrid_search(conn, prepared.plan, prepared.vector, sorted(caller), 20, mode,
-                              exact_scan_scale=exact_scan_scale)
+                              exact_scan_scale=plan[0], wide_share=plan[1])
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
 
