@@ -342,7 +342,13 @@ def main() -> None:
     from kb_core.settings import Settings
     from kb_search.evaluation import load_questions
     from kb_search.fusion import fusion_for
-    from kb_search.search import EF_SEARCH, EXACT_SCAN_SCALE, MAX_CANDIDATES, Searcher
+    from kb_search.search import (
+        EF_SEARCH,
+        EXACT_SCAN_SCALE,
+        MAX_CANDIDATES,
+        WIDE_SHARE,
+        Searcher,
+    )
     from kb_search.synonyms import Synonyms
 
     tune_for_questions()  # as `kb serve` embeds questions
@@ -351,7 +357,7 @@ def main() -> None:
     budgets = [int(x) for x in args.budgets.split(",") if x]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}; "
-          f"EXACT_SCAN_SCALE {EXACT_SCAN_SCALE}",
+          f"EXACT_SCAN_SCALE {EXACT_SCAN_SCALE}; WIDE_SHARE {WIDE_SHARE}",
           file=out, flush=True)
     try:
         url = database_url(settings)

@@ -46,10 +46,8 @@ MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 # recall@10 was 0.833 at 200, 0.960 at 400 and 0.990 at 800, its vector leg's p50 8.7, 11.2 and
 # 15.0 ms.
 EF_SEARCH = 400
-LEG_LIMIT = 50  # candidates each leg contributes to fusion
-# Nearest embedding views read for the vector leg's LEG_LIMIT chunks: a chunk's views are
-# near one another, so some of the nearest are views of one chunk.
-VIEW_CANDIDATES = 2 * LEG_LIMIT
+LEG_LIMIT = 50  # candidates each leg contributes to fusion (the vector leg reads twice as many
+# embedding views, sql/queries/search.sql)
 # A caller whose groups hold at most EXACT_SCAN_SCALE * sqrt(passages in the index) passages is
 # searched exactly: each of its passages compared in the vector leg, each holding an informative
 # term scored in the keyword leg (sql/queries/search.sql). The exact plan's cost grows with the
@@ -176,7 +174,6 @@ def hybrid_search(
         "groups": groups,
         "query_vector": query_vector if use_vector else _PLACEHOLDER,
         "vector_limit": LEG_LIMIT if use_vector else 0,
-        "view_limit": VIEW_CANDIDATES if use_vector else 0,
         "leg_limit": LEG_LIMIT if use_keyword else 0,
         "max_terms": MAX_TERMS,
         "max_share": MAX_SHARE,
