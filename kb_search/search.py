@@ -192,9 +192,13 @@ def hybrid_search(
     # picks each leg's path from the caller's groups itself (sql/queries/search.sql), and
     # planning it anew took 2-3 ms of each search (at 100k chunks, side by side, hybrid p50
     # 26.4 -> 24.1 ms for the caller who may read everything, 43.8 -> 41.6 for a tenth, 16.7 ->
-    # 14.3 for a hundredth, the same passages for every question).
+    # 14.3 for a hundredth, the same passages for every question). No path of it wants a
+    # sequential scan, and a plan that cannot see the groups costs the graph walk as if they
+    # were selective: at 10k chunks it sorted every view instead (bench/search.py, vector leg
+    # p50 23.3 ms, 9.4 through the graph).
     with conn.transaction():
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan; "
+                     "SET LOCAL enable_seqscan = off")
         rows = conn.execute(query("hybrid_search"), params, prepare=True).fetchall()
     hits, evidence = [], []
     for rank, row in enumerate(rows, start=1):
