@@ -46,8 +46,9 @@ MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 # recall@10 was 0.833 at 200, 0.960 at 400 and 0.990 at 800, its vector leg's p50 8.7, 11.2 and
 # 15.0 ms.
 EF_SEARCH = 400
-LEG_LIMIT = 50  # candidates each leg contributes to fusion (the vector leg reads twice as many
-# embedding views, sql/queries/search.sql)
+# Candidates each leg contributes to fusion (the vector leg reads twice as many embedding
+# views, a constant of sql/queries/search.sql).
+LEG_LIMIT = 50
 # A caller whose groups hold at most EXACT_SCAN_SCALE * sqrt(passages in the index) passages is
 # searched exactly: each of its passages compared in the vector leg, each holding an informative
 # term scored in the keyword leg (sql/queries/search.sql). The exact plan's cost grows with the
@@ -60,9 +61,10 @@ LEG_LIMIT = 50  # candidates each leg contributes to fusion (the vector leg read
 EXACT_SCAN_SCALE = 16
 # The keyword leg's tiers check the groups of a caller who may read at least this share of the
 # passages on each row their terms find, and intersect the groups' postings with the terms'
-# for any other (sql/queries/search.sql). bench/search.py --compare-plans, keyword leg p50 at
-# 100k chunks: checking each row 16.3 ms for the caller who may read every passage and 46.5 ms
-# for a tenth; intersecting 43.2 and 21.1 ms. The first costs about a + b / share, the second
+# for any other (sql/queries/search.sql). Keyword leg p50 at 100k chunks, each way forced in
+# turn (the ROWS and POSTINGS plans of bench/search.py --compare-plans; 161 questions, two
+# passes): checking each row 16.3 ms for the caller who may read every passage and 46.5 ms for
+# a tenth; intersecting 43.2 and 21.1 ms. The first costs about a + b / share, the second
 # c + d * share: they meet at 0.27.
 WIDE_SHARE = 0.3
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
@@ -159,7 +161,8 @@ def hybrid_search(
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
     legs fused as `fusion` weighs them. bench/search.py lifts `max_candidates` to score every
     passage holding an informative term, against which the keyword leg's candidates are
-    measured, and moves `exact_scan_scale` to time both plans for one caller."""
+    measured, and moves `exact_scan_scale` and `wide_share` to time every plan for one
+    caller."""
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
