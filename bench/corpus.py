@@ -8,9 +8,13 @@ stays inside the narrow cone real e5 vectors occupy; a passage has as many embed
 A, the k-th mixed from A's k-th view and B's first. The generator is seeded, so every run builds
 the same texts and vectors.
 
-The synthetic chunks belong to three documents whose groups nest, so that a caller can be
-picked for each selectivity of the group filter: every synthetic chunk is readable by
-all-employees; 10% also by `bench-10`, and 1% also by `bench-1`.
+The synthetic chunks belong to synthetic documents of 5-35 chunks (the samples have 13 on
+average), written one document after another as ingestion writes them, so a document's rows
+share pages. Each document's groups are drawn so that a caller can be picked for each
+selectivity of the group filter: every synthetic chunk is readable by all-employees; 10% also
+by `bench-10`, and 1% also by `bench-1` (the groups nest). Drawn chunk by chunk instead, as
+before 2026-12-02, a group's rows never shared a page: the worst case for reading a caller's
+passages, which no installation has.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ __all__ = ["SELECTIVITY_GROUPS", "add_synthetic_chunks"]
 READER = "all-employees"
 # caller group -> share of the synthetic chunks it may read
 SELECTIVITY_GROUPS = {READER: 1.0, "bench-10": 0.10, "bench-1": 0.01}
-_DOCUMENTS = (  # (path, groups, share of the synthetic chunks)
-    ("bench/synthetic", [READER], 0.90),
-    ("bench/synthetic-10", [READER, "bench-10"], 0.09),
-    ("bench/synthetic-1", [READER, "bench-10", "bench-1"], 0.01),
+_ACCESS = (  # (a synthetic document's groups, share of the synthetic documents)
+    ([READER], 0.90),
+    ([READER, "bench-10"], 0.09),
+    ([READER, "bench-10", "bench-1"], 0.01),
 )
+_DOCUMENT_CHUNKS = (5, 35)  # a synthetic document's chunks, drawn uniformly
 
 _PIECE = re.compile(r"[^。\n]+(?:。|\n|$)|\n")
 _NUMBER = re.compile(r"\d+")
@@ -113,20 +118,29 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
         b = nprng.integers(0, len(bases), need)
         w = nprng.uniform(0.5, 1.0, need).astype(np.float32)
         texts = _synthetic_texts(bases, a, b, random.Random(f"{seed}/{existing}"))
-        owner = nprng.choice(len(_DOCUMENTS), size=need, p=[d[2] for d in _DOCUMENTS])
+        sizes = nprng.integers(_DOCUMENT_CHUNKS[0], _DOCUMENT_CHUNKS[1] + 1,
+                               need // _DOCUMENT_CHUNKS[0] + 1)
+        sizes = sizes[:np.searchsorted(np.cumsum(sizes), need) + 1]
+        sizes[-1] -= sizes.sum() - need
+        access = nprng.choice(len(_ACCESS), size=len(sizes), p=[share for _, share in _ACCESS])
         title = "合成文書"
         version = conn.execute("SELECT pipeline_version FROM documents LIMIT 1").fetchone()[0]
-        documents = []
-        for path, groups, _ in _DOCUMENTS:
-            documents.append(conn.execute(
+        # Named by the index's size before them, so a later growth adds documents of its own.
+        paths = [f"bench/synthetic/{existing}-{n}" for n in range(len(sizes))]
+        document_ids: dict[str, int] = {}
+        for kind, (groups, _) in enumerate(_ACCESS):
+            document_ids.update(conn.execute(
                 "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
                 "pipeline_version, allowed_groups, access_rule, revision_source, file_mtime) "
-                "VALUES (%s, %s, %s, 'text/plain', 1, 'bench', %s, %s, 'bench', 'mtime', now()) "
-                "ON CONFLICT (source_uri) DO UPDATE SET title = excluded.title "
-                "RETURNING id, (SELECT coalesce(max(chunk_index) + 1, 0) FROM chunks "
-                "               WHERE document_id = documents.id)",
-                (f"/{path}", path, title, version, groups)).fetchone() + (groups,))
-        next_index = [start for _, start, _ in documents]
+                "SELECT '/' || p, p, %s, 'text/plain', 1, 'bench', %s, %s, 'bench', 'mtime', "
+                "now() FROM unnest(%s::text[]) AS p RETURNING path, id",
+                (title, version, groups,
+                 [path for path, k in zip(paths, access.tolist(), strict=True) if k == kind])
+            ).fetchall())
+        # Each chunk's document, its index there and its groups, in the order they are written.
+        owners = [(document_ids[path], index, _ACCESS[kind][0])
+                  for path, size, kind in zip(paths, sizes.tolist(), access.tolist(), strict=True)
+                  for index in range(size)]
 
         # Bulk load without the secondary indexes, then build them as the migrations define
         # them (read back from the catalogue, so a changed definition is rebuilt as changed).
@@ -146,14 +160,12 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
             "COPY chunks (id, document_id, chunk_index, heading, location, content, search_text, "
             "token_count, text_sha256, allowed_groups, keywords) FROM STDIN"
         ) as copy:
-            for chunk_id, (heading, content, tokens), doc in zip(ids, texts, owner.tolist(),
-                                                                 strict=True):
-                document_id, _, groups = documents[doc]
+            for chunk_id, (heading, content, tokens), (document_id, index, groups) in zip(
+                    ids, texts, owners, strict=True):
                 text = f"【{title}】{heading}\n{content}"
-                copy.write_row((chunk_id, document_id, next_index[doc], heading, None, content,
-                                text, tokens, hashlib.sha256(text.encode()).hexdigest(), groups,
+                copy.write_row((chunk_id, document_id, index, heading, None, content, text,
+                                tokens, hashlib.sha256(text.encode()).hexdigest(), groups,
                                 to_tsvector_literal(text)))
-                next_index[doc] += 1
         with conn.cursor().copy(
             "COPY chunk_vectors (chunk_id, view_index, allowed_groups, embedding) "
             "FROM STDIN (FORMAT BINARY)"
@@ -163,7 +175,7 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
                 views = w[n] * base_views[a[n]] + (1 - w[n]) * base_views[b[n]][0]
                 views += nprng.normal(scale=0.15 / np.sqrt(384), size=views.shape)
                 views /= np.linalg.norm(views, axis=1, keepdims=True)
-                groups = documents[owner[n]][2]
+                groups = owners[n][2]
                 for k, vector in enumerate(views.astype(np.float32)):
                     copy.write_row((chunk_id, k, groups, vector))
         print(f"synthetic chunks: {need} generated and copied in "
