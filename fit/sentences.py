@@ -42,6 +42,7 @@ from kb_search.answerers.sentences import (
     FEATURES,
     MODEL_FILE,
     SentenceModel,
+    asked_parts,
     candidate_sentences,
 )
 from kb_search.asking import Asker
@@ -70,6 +71,7 @@ class Question:
     features: np.ndarray  # sentences x FEATURES
     holds: np.ndarray  # bool: the sentence holds the gold answer
     lengths: np.ndarray
+    parts: int  # what the question asks, in parts (asked_parts)
     question_type: str
     fold: int
 
@@ -107,6 +109,7 @@ def described(asked: list[Asked]) -> list[Question]:
             np.array(rows, dtype=float).reshape(len(rows), len(FEATURES)),
             np.array([holds_answer(c.text, a.answer) for c in candidates], dtype=bool),
             np.array([len(c.text) for c in candidates], dtype=float),
+            asked_parts(a.question),
             a.question_type or "all", int(fold)))
     return questions
 
@@ -144,7 +147,7 @@ def fit(questions: list[Question]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def quoted(model: SentenceModel, q: Question, scores: np.ndarray) -> tuple[bool, float]:
     """Whether the sentences `model` quotes for `q` (its sentences scoring `scores`) hold the
     answer, and their length."""
-    chosen = model.pick(scores.tolist(), q.lengths.tolist())
+    chosen = model.pick(scores.tolist(), q.lengths.tolist(), q.parts)
     return bool(q.holds[chosen].any()), float(q.lengths[chosen].sum())
 
 

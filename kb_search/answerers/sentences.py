@@ -14,6 +14,13 @@ about. The evidence of each (`FEATURES`):
 - neighbours: the share it holds with the sentences beside it in its passage (the question
   names the subject in one sentence, the answer follows in the next; a table row stands alone);
 - phrasing: the share of the question's character 3-grams, kana included, it holds;
+- wording: the share of the question's character 2-grams, kana included, it holds, each
+  weighed by rarity as the terms are, against the best sentence's (kana carry the predicate:
+  に似た香り, を出産した);
+- asked_context: that share for the 2-grams of the few characters either side of the question
+  word (長男の名前は何 → 長男の, 名前は): the words the answer stands beside;
+- remainder: that share for the 2-grams the best-worded sentence lacks (a question joins two
+  sentences: one names the subject, the next holds the answer);
 - rank: 1 / its passage's rank;
 - type: it holds the kind of thing asked for (a date for いつ, a number for 何人 or いくら, a
   name for 誰, a place for どこ), and new_type: one the question does not already hold;
@@ -38,19 +45,28 @@ import msgspec
 from kb_core.keywords import SCRIPT_RUN
 from kb_search.answerers.contract import Passage
 
-__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "candidate_sentences",
-           "choose_sentences", "default_model"]
+__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "asked_parts",
+           "candidate_sentences", "choose_sentences", "default_model"]
 
 MODEL_FILE = Path(__file__).with_name("sentences.json")
 MAX_PASSAGES = 5
 MAX_SENTENCES = 3
-FEATURES = ("overlap", "relative", "context", "neighbours", "phrasing", "rank", "type",
-            "new_type", "novelty", "length")
+FEATURES = ("overlap", "relative", "context", "neighbours", "phrasing", "wording",
+            "asked_context", "remainder", "rank", "type", "new_type", "novelty", "length")
 
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _SENTENCE = re.compile(r"[^。！？!?]+(?:[。！？!?]+[」』）)]*|$)")
 _TABLE_RULE = re.compile(r"[|:\-\s]+")
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
+_HIRAGANA = re.compile(r"[ぁ-ゟ]+")
+# A question word that asks (何も, 誰か, どこか and 幾何 do not; 何か国 does), and how many
+# characters either side of it say what it asks about.
+_ASKS = re.compile(r"(?:(?<!幾)何|誰|だれ|どこ)(?!も|か(?![国月所]))|いつ|どの|どう|どんな|なぜ"
+                   r"|いくら|いくつ")
+_ASKED_CONTEXT = 6
+_CLAUSE = re.compile(r"[、,]|また|および|それと")
+_QUOTED = re.compile(r"「[^」]*」")  # words quoted in a question ask nothing
 # What a question asks for, and what a sentence holding it looks like (NFKC text). The first
 # kind the question asks for is the one that counts.
 _KANJI_NUMBER = "[一二三四五六七八九十百千万億]"
@@ -97,8 +113,10 @@ class SentenceModel(msgspec.Struct, frozen=True):
                     zip(self.weights, used, self.mean, self.scale, strict=True))
                 for row in rows]
 
-    def pick(self, scores: Sequence[float], lengths: Sequence[int]) -> list[int]:
-        """The sentences to quote, likeliest first, of those with these scores and lengths."""
+    def pick(self, scores: Sequence[float], lengths: Sequence[int], parts: int = 1
+             ) -> list[int]:
+        """The sentences to quote, likeliest first, of those with these scores and lengths; at
+        least one for each of the question's `parts` (`asked_parts`) while they fit."""
         if not scores:
             return []
         top = max(scores)
@@ -107,8 +125,8 @@ class SentenceModel(msgspec.Struct, frozen=True):
         order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
         chosen, held, length = [order[0]], probability[order[0]] / total, lengths[order[0]]
         for i in order[1:]:
-            if (held >= self.coverage or len(chosen) == MAX_SENTENCES
-                    or length + lengths[i] > self.max_chars):
+            if ((held >= self.coverage and len(chosen) >= parts)
+                    or len(chosen) == MAX_SENTENCES or length + lengths[i] > self.max_chars):
                 break
             chosen.append(i)
             held += probability[i] / total
@@ -137,7 +155,16 @@ def choose_sentences(question: str, passages: list[Passage],
     model = model or default_model()
     candidates, rows = candidate_sentences(question, passages)
     return [candidates[i] for i in model.pick(model.scores(rows),
-                                              [len(c.text) for c in candidates])]
+                                              [len(c.text) for c in candidates],
+                                              asked_parts(question))]
+
+
+def asked_parts(question: str) -> int:
+    """How many things the question asks: its clauses holding a question word (有給休暇は何日前
+    までに申請し、入社後いつ何日付与されますか asks two). The model scores each sentence against
+    the whole question, and its likeliest sentence may answer one part only."""
+    clauses = _CLAUSE.split(_QUOTED.sub("", _normalize(question)))
+    return max(1, sum(1 for clause in clauses if _ASKS.search(clause)))
 
 
 def candidate_sentences(
@@ -162,6 +189,11 @@ def candidate_sentences(
     best = max(overlap) or 1.0
     normalized = _normalize(question)
     asked = _trigrams(normalized)
+    words, grams = _bigrams(normalized), [_bigrams(_normalize(s.text)) for s in everything]
+    worded = _weighed_shares(words, grams)
+    best_worded = max(worded) or 1.0
+    remainder = _weighed_shares(words - grams[worded.index(max(worded))], grams)
+    asked_context = _weighed_shares(_asked_context(normalized), grams)
     kind = next((holds for asks, holds in _ANSWER_TYPES if asks.search(normalized)), None)
     in_question = set(kind.findall(normalized)) if kind else set()
     candidates, rows, seen = [], [], set()
@@ -184,6 +216,9 @@ def candidate_sentences(
             sum(r for t, r in rarity.items() if t in context and t not in has) / rare_total,
             sum(r for t, r in rarity.items() if t in beside) / rare_total,
             len(asked & _trigrams(text)) / (len(asked) or 1),
+            worded[i] / best_worded,
+            asked_context[i],
+            remainder[i],
             1.0 / sentence.rank,
             float(bool(kinds)),
             float(bool(kinds - in_question)),
@@ -226,6 +261,29 @@ def _normalize(text: str) -> str:
 def _trigrams(text: str) -> set[str]:
     text = _SPACE.sub("", text)
     return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+def _bigrams(text: str) -> set[str]:
+    """Character 2-grams within runs of letters and digits, kana included but not 2-grams of
+    hiragana alone (のは, ました say nothing of what a sentence is about)."""
+    return {gram for run in _WORD.findall(text) for i in range(len(run) - 1)
+            if not _HIRAGANA.fullmatch(gram := run[i : i + 2])}
+
+
+def _asked_context(question: str) -> set[str]:
+    """The 2-grams either side of each question word (none without one): a question may ask
+    two things (何日前までに申請し、いつ何日付与される)."""
+    return {g for found in _ASKS.finditer(question)
+            for side in (question[max(0, found.start() - _ASKED_CONTEXT) : found.start()],
+                         question[found.end() : found.end() + _ASKED_CONTEXT])
+            for g in _bigrams(side) if "何" not in g}
+
+
+def _weighed_shares(wanted: set[str], held: list[set[str]]) -> list[float]:
+    """The share of `wanted` each of `held` holds, a 2-gram weighed by how few hold it."""
+    weight = {g: math.log((len(held) + 1) / (0.5 + sum(g in h for h in held))) for g in wanted}
+    total = sum(weight.values()) or 1.0
+    return [sum(w for g, w in weight.items() if g in h) / total for h in held]
 
 
 def _terms(text: str) -> dict[str, float]:

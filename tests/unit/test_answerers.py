@@ -334,7 +334,8 @@ def test_extractive_returns_not_found_without_passages_or_meaningful_question():
 
 def test_extractive_quotes_a_table_row_whole_under_its_header_for_an_amount_question():
     answer = extractive_answer("役員の宿泊費の上限はいくらですか", [TRAVEL])
-    assert answer.text == "| 区分 | 上限 |\n| 役員 | 15,000円 |[3]"
+    # The row first; the general limit beside it may follow, as the model is less than sure.
+    assert answer.text.startswith("| 区分 | 上限 |\n| 役員 | 15,000円 |[3]")
     assert answer.cited == [3]
     assert verify(answer, [TRAVEL]) == (True, [])
 

@@ -14,6 +14,7 @@ from kb_core.settings import REPO_ROOT
 from kb_search.answerers import Passage
 from kb_search.answerers.sentences import (
     FEATURES,
+    asked_parts,
     candidate_sentences,
     choose_sentences,
     default_model,
@@ -73,3 +74,27 @@ def test_the_fit_learns_to_prefer_the_sentences_holding_the_answer(fit_script):
     for q in questions[:3]:
         scores = ((q.features - mean) / scale) @ weights
         assert q.holds[int(np.argmax(scores))]
+
+
+def test_the_words_beside_the_question_word_point_at_the_sentence_answering_it():
+    candidates, rows = candidate_sentences("ベル一家の父がロンドンで続けたのは何ですか", PASSAGES)
+    context = [row[FEATURES.index("asked_context")] for row in rows]
+    assert candidates[context.index(max(context))].text == "ベル一家の父はロンドンで講演を続けた。"
+
+
+def test_a_question_without_a_question_word_gives_no_asked_context():
+    _, rows = candidate_sentences("役員の宿泊費の上限", PASSAGES)
+    assert rows and all(row[FEATURES.index("asked_context")] == 0 for row in rows)
+
+
+@pytest.mark.parametrize(("question", "parts"), [
+    ("年休は入社してからいつもらえて、最初は何日ですか", 2),
+    ("新入社員の工場実習はどこで、いつからいつまで行われますか", 2),
+    ("ZP-2041の保証期間は？", 1),
+    ("1865年、ベル一家は何をしましたか", 1),  # one clause asks
+    ("何もしなかったにもかかわらず、国力が上がったのはどの国か", 1),
+    ("幾何学文様期は、何と呼ばれる時代に含まれるか", 1),
+    ("「誰がソプラノで、誰がアルトか」と書いた学者は誰ですか", 1),
+])
+def test_a_question_asks_as_many_things_as_its_clauses_holding_a_question_word(question, parts):
+    assert asked_parts(question) == parts
