@@ -336,8 +336,9 @@ def main() -> None:
     parser.add_argument("--recall-questions", type=int, default=60,
                         help="questions whose exact top 10 is computed for recall@10")
     parser.add_argument("--compare-plans", action="store_true",
-                        help="time every caller under every plan (exact, and the index plan "
-                        "with each way of checking groups), not only the one the service picks "
+                        help="time every caller under every plan (exact, for callers within "
+                        f"{COMPARE_REACH} times its threshold, and the index plan with each way "
+                        "of checking groups), not only the one the service picks "
                         "(kb_search.search.EXACT_SCAN_SCALE, WIDE_SHARE)")
     parser.add_argument("--budgets", default="",
                         help="comma-separated keyword candidate budgets: measure the keyword "
