@@ -189,7 +189,8 @@ def candidate_sentences(
     best = max(overlap) or 1.0
     normalized = _normalize(question)
     asked = _trigrams(normalized)
-    words, grams = _bigrams(normalized), [_bigrams(_normalize(s.text)) for s in everything]
+    texts = [_normalize(s.text) for s in everything]
+    words, grams = _bigrams(normalized), [_bigrams(text) for text in texts]
     worded = _weighed_shares(words, grams)
     best_worded = max(worded) or 1.0
     remainder = _weighed_shares(words - grams[worded.index(max(worded))], grams)
@@ -198,7 +199,7 @@ def candidate_sentences(
     in_question = set(kind.findall(normalized)) if kind else set()
     candidates, rows, seen = [], [], set()
     for i, sentence in enumerate(everything):
-        text = _normalize(sentence.text)
+        text = texts[i]
         if text in seen:  # the same words quoted twice say nothing more
             continue
         seen.add(text)
