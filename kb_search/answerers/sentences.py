@@ -281,8 +281,11 @@ def _asked_context(question: str) -> set[str]:
 
 
 def _weighed_shares(wanted: set[str], held: list[set[str]]) -> list[float]:
-    """The share of `wanted` each of `held` holds, a 2-gram weighed by how few hold it."""
-    weight = {g: math.log((len(held) + 1) / (0.5 + sum(g in h for h in held))) for g in wanted}
+    """The share of `wanted` each of `held` holds, a 2-gram weighed by how few hold it. Summed
+    in sorted order: a set's order changes with each process's string hashing, and so would the
+    sums' last bits, and with them a choice between sentences that tie."""
+    weight = {g: math.log((len(held) + 1) / (0.5 + sum(g in h for h in held)))
+              for g in sorted(wanted)}
     total = sum(weight.values()) or 1.0
     return [sum(w for g, w in weight.items() if g in h) / total for h in held]
 
