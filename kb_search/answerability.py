@@ -13,7 +13,13 @@ The evidence of a question (`answerability_features`):
 - phrases: the largest share of the question's words (its runs of kanji, of katakana, of Latin
   letters and digits, by length) one passage holds verbatim. Coverage counts 2-grams, so
   古代エジプト語 is half covered by a passage on エジプト and 古代ギリシャ; a question about a
-  subject the index never describes keeps its 2-grams and loses its words.
+  subject the index never describes keeps its 2-grams and loses its words;
+- documents: how many documents the passages come from. Passages that answer mostly come from
+  one or two; a question about something never written down gathers the nearest passages of
+  three or more unrelated ones;
+- names: whether a name of the question (a katakana word or a Latin or digit token of three
+  characters or more: ラバウル, ZP-2041) is in none of the passages, though the index may hold
+  it elsewhere (then `unknown` does not see it).
 
 How far the best passage's similarity stands above the fifth's was a feature until the
 phrases came: fitted beside them it took a negative weight and refused more answerable
@@ -36,6 +42,7 @@ at that share.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Sequence
 from functools import cache
 from pathlib import Path
@@ -60,15 +67,18 @@ __all__ = [
 ]
 
 MODEL_FILE = Path(__file__).with_name("answerability.json")
-FEATURES = ("similarity", "coverage", "unknown", "agreement", "phrases")
+FEATURES = ("similarity", "coverage", "unknown", "agreement", "phrases", "documents",
+            "names")
 _TOP = 5  # passages the evidence is read from (what the answerer sees)
 _NEAR_TOP = 3  # "near the top" of a leg, for agreement
+_NAME = re.compile(r"[ァ-ヺー]{3,}|[a-z0-9][a-z0-9.-]{2,}")  # of SCRIPT_RUN's runs
 
 
 class Hit(msgspec.Struct, frozen=True):
     """What the features read of one found passage."""
 
     content: str
+    document: str  # its document's source_uri
     vector_rank: int | None
     keyword_rank: int | None
     similarity: float | None
@@ -96,23 +106,27 @@ def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
     first = top[0] if top else None
     agreement = first is not None and all(
         r is not None and r <= _NEAR_TOP for r in (first.vector_rank, first.keyword_rank))
+    words = set(SCRIPT_RUN.findall(normalize(plan.question)))
+    texts = [normalize(h.content) for h in top]
     return [
         best,
         max((h.coverage or 0.0 for h in top), default=0.0),
         unknown / weight if weight else 0.0,
         float(agreement),
-        _phrases(plan.question, top),
+        _phrases(words, texts),
+        float(len({h.document for h in top})),
+        float(bool(texts) and any(_NAME.fullmatch(w) and not any(w in text for text in texts)
+                                  for w in words)),
     ]
 
 
-def _phrases(question: str, hits: Sequence[Hit]) -> float:
-    if not hits:
+def _phrases(words: set[str], texts: list[str]) -> float:
+    if not texts:
         return 0.0
-    words = {w for w in SCRIPT_RUN.findall(normalize(question)) if len(w) > 1}
+    words = {w for w in words if len(w) > 1}
     length = sum(map(len, words))
     if not length:
         return 1.0  # a question without a word of two characters loses none
-    texts = [normalize(h.content) for h in hits]
     return max(sum(len(w) for w in words if w in text) for text in texts) / length
 
 
@@ -121,7 +135,8 @@ def question_evidence(conn: psycopg.Connection, plan: QueryPlan, result: SearchR
     """`answerability_features` of a search's result, for a caller with `groups`."""
     unknown = {t for (t,) in conn.execute(query("unknown_terms"),
                                           {"terms": content_terms(plan), "groups": groups})}
-    hits = [Hit(h.content, h.ranks.vector, h.ranks.keyword, e.similarity, e.coverage)
+    hits = [Hit(h.content, h.source_uri, h.ranks.vector, h.ranks.keyword, e.similarity,
+                e.coverage)
             for h, e in zip(result.hits, evidence, strict=True)]
     return answerability_features(plan, hits, unknown)
 

