@@ -11,9 +11,10 @@ Every answerable question is searched once through the product's hybrid query, w
 every candidate of both legs (each leg's top 50) with its ranks and evidence; a candidate is
 relevant as `kb eval` counts it (a passage of the expected document that holds the gold answer
 where the question gives one). The fusion of sql/queries/search.sql is then recomputed here for
-each point of a grid of its numbers, and scored by MRR@10, each set weighing as much as the
-other whatever its size. Figures are cross-validated: five folds grouped by expected document,
-each fold scored with the numbers that were best on the other four.
+each point of a grid of its numbers, and scored by MRR@10 against each set's better leg alone:
+the point chosen stands highest above it on the set where it stands lowest. Figures are
+cross-validated: five folds grouped by expected document, each fold scored with the numbers
+that were best on the other four.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from devsets import (  # fit/ is the script's directory
 )
 
 from kb_search.evaluation import is_relevant, load_questions
-from kb_search.fusion import FUSION_FILE, Fusion
+from kb_search.fusion import FUSION_FILE, PLAIN, Fusion
 from kb_search.planner import QueryPlan
 from kb_search.search import (
     FULL_COVERAGE,
@@ -48,6 +49,8 @@ from kb_search.search import (
     hybrid_search,
 )
 
+# A leg alone: the other's votes weigh e^-50 of its own.
+VECTOR_ONLY, KEYWORD_ONLY = Fusion(vector_bias=50.0), Fusion(vector_bias=-50.0)
 GRID = {
     "k": (10.0, 20.0, 30.0, 60.0),
     "vector_bias": (-0.4, -0.2, 0.0, 0.2, 0.4, 0.6),
@@ -146,8 +149,12 @@ def _grid() -> list[Fusion]:
 
 
 def best(sets: list[DevSet], folds: set[int]) -> Fusion:
-    """The grid point with the best MRR@10 over `folds`, the sets weighing alike."""
-    return max(_grid(), key=lambda f: sum(s.mrr(f, folds) for s in sets))
+    """The grid point whose MRR@10 over `folds` stands highest above each set's better leg, on
+    the set where it stands lowest. Fusion should never lose to a leg alone; the best sum of the
+    sets' MRR@10 let the larger gains of one set pay for a loss on the other (held out, our set
+    0.9687 against its vector leg's 0.9754)."""
+    margins = [(s, max(s.mrr(VECTOR_ONLY, folds), s.mrr(KEYWORD_ONLY, folds))) for s in sets]
+    return max(_grid(), key=lambda f: min(s.mrr(f, folds) - leg for s, leg in margins))
 
 
 def main() -> int:
@@ -160,7 +167,6 @@ def main() -> int:
     if len(embedders) != 1:
         raise SystemExit(f"the sets are indexed with different embedders: {embedders}")
     everything = set(range(FOLDS))
-    plain, vector_only, keyword_only = Fusion(), Fusion(vector_bias=50.0), Fusion(vector_bias=-50.0)
     held_out = {s.name: 0.0 for s in sets}
     for fold in range(FOLDS):
         fitted = best(sets, everything - {fold})
@@ -169,9 +175,9 @@ def main() -> int:
     lines = []
     for s in sets:
         lines.append(f"{s.name}: MRR@10 held out {held_out[s.name] / len(s.questions):.4f}, "
-                     f"plain RRF {s.mrr(plain, everything):.4f}, "
-                     f"vector leg {s.mrr(vector_only, everything):.4f}, "
-                     f"keyword leg {s.mrr(keyword_only, everything):.4f}")
+                     f"plain RRF {s.mrr(PLAIN, everything):.4f}, "
+                     f"vector leg {s.mrr(VECTOR_ONLY, everything):.4f}, "
+                     f"keyword leg {s.mrr(KEYWORD_ONLY, everything):.4f}")
         print(lines[-1])
     fitted = best(sets, everything)
     fitted = msgspec.structs.replace(
