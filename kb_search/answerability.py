@@ -71,7 +71,9 @@ FEATURES = ("similarity", "coverage", "unknown", "agreement", "phrases", "docume
             "names")
 _TOP = 5  # passages the evidence is read from (what the answerer sees)
 _NEAR_TOP = 3  # "near the top" of a leg, for agreement
-_NAME = re.compile(r"[ァ-ヺー]{3,}|[a-z0-9][a-z0-9.-]{2,}")  # of SCRIPT_RUN's runs
+# A name among the question's runs (SCRIPT_RUN): katakana, or Latin letters and digits, of three
+# characters or more. Kanji words are left to coverage and phrases.
+_NAME = re.compile(r"[ァ-ヺー]{3,}|[a-z0-9][a-z0-9.-]{2,}")
 
 
 class Hit(msgspec.Struct, frozen=True):
@@ -115,8 +117,7 @@ def answerability_features(plan: QueryPlan, hits: Sequence[Hit],
         float(agreement),
         _phrases(words, texts),
         float(len({h.document for h in top})),
-        float(bool(texts) and any(_NAME.fullmatch(w) and not any(w in text for text in texts)
-                                  for w in words)),
+        float(_missing_name(words, texts)),
     ]
 
 
@@ -128,6 +129,11 @@ def _phrases(words: set[str], texts: list[str]) -> float:
     if not length:
         return 1.0  # a question without a word of two characters loses none
     return max(sum(len(w) for w in words if w in text) for text in texts) / length
+
+
+def _missing_name(words: set[str], texts: list[str]) -> bool:
+    return bool(texts) and any(_NAME.fullmatch(w) and not any(w in text for text in texts)
+                               for w in words)
 
 
 def question_evidence(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
