@@ -10,7 +10,7 @@ Each set is indexed in an installation of its own (term statistics are per index
 Every answerable question is searched once through the product's hybrid query, which returns
 every candidate of both legs (each leg's top 50) with its ranks and evidence; a candidate is
 relevant as `kb eval` counts it (a passage of the expected document that holds the gold answer
-where the question gives one). The fusion of sql/queries/search.sql is then recomputed here for
+where the question gives one). The fusion (kb_search.fusion.fuse) is then recomputed here for
 each point of a grid of its numbers, and scored by MRR@10 against each set's better leg alone:
 the point chosen stands highest above it on the set where it stands lowest. Figures are
 cross-validated: five folds grouped by expected document, each fold scored with the numbers
@@ -39,10 +39,9 @@ from devsets import (  # fit/ is the script's directory
 )
 
 from kb_search.evaluation import is_relevant, load_questions
-from kb_search.fusion import FUSION_FILE, PLAIN, Fusion
+from kb_search.fusion import FULL_COVERAGE, FUSION_FILE, PLAIN, Fusion
 from kb_search.planner import QueryPlan
 from kb_search.search import (
-    FULL_COVERAGE,
     LEG_LIMIT,
     Evidence,
     SearchResult,
@@ -79,7 +78,7 @@ class Candidates:
         return 1.0 / (hits[0] + 1) if len(hits) else 0.0
 
     def scores(self, f: Fusion) -> np.ndarray:
-        """The fused score of sql/queries/search.sql (ties there go to the lower chunk id,
+        """The fused score of kb_search.fusion.fuse (ties there go to the lower chunk id,
         here to the earlier candidate: rare enough not to move the fit)."""
         found_v, found_k = self.vector_rank > 0, self.keyword_rank > 0
         top_v = np.sort(self.similarity[found_v & (self.vector_rank <= 5)])

@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -37,6 +38,9 @@ T = TypeVar("T")
 RETRY_S = 5.0
 # The longest a read waits for a replica's connection before the primary answers it instead.
 CONNECTION_WAIT_S = 1.0
+# How long a read that can use a second connection (a search's two legs at once) waits for one:
+# none, in effect. An idle connection is taken; on a busy service the read goes on with one.
+SPARE_WAIT_S = 0.001
 # A standby cancels a query whose snapshot or locks stand in the way of replaying the
 # primary's WAL ("conflict with recovery"): 40001 for snapshots and locks, 40P01 for a buffer
 # pin deadlock, 57014 as some versions report a cancelled wait. The read is redone on the
@@ -119,19 +123,31 @@ class ReadRouter:
     def run(self, read: Callable[[psycopg.Connection], T]) -> T:
         """`read` on a fresh replica's connection or the primary's; `read` must only read, as a
         replica's failure midway makes it run again on the primary."""
+        return self._run(lambda conn, _: read(conn), paired=False)
+
+    def run_paired(self, read: Callable[[psycopg.Connection, psycopg.Connection | None], T]
+                   ) -> T:
+        """As `run`, `read` also given a second connection to the same server when one is idle
+        (else None). It is taken after the first one's replay check, so it too sees every
+        change up to the fence."""
+        return self._run(read, paired=True)
+
+    def _run(self, read: Callable[[psycopg.Connection, psycopg.Connection | None], T],
+             paired: bool) -> T:
         fence = self.fence.position
         if fence is not None and self.replicas:
             start = next(self._turn)
             for i in range(len(self.replicas)):
                 replica = self.replicas[(start + i) % len(self.replicas)]
-                done, result = self._on_replica(replica, fence, read)
+                done, result = self._on_replica(replica, fence, read, paired)
                 if done:
                     return result
-        with self.primary.connection() as conn:
-            return read(conn)
+        with self.primary.connection() as conn, _spare(self.primary, paired) as spare:
+            return read(conn, spare)
 
     def _on_replica(self, replica: Replica, fence: int,
-                    read: Callable[[psycopg.Connection], T]) -> tuple[bool, T | None]:
+                    read: Callable[[psycopg.Connection, psycopg.Connection | None], T],
+                    paired: bool) -> tuple[bool, T | None]:
         if not self._claim(replica):
             return False, None
         try:
@@ -141,7 +157,8 @@ class ReadRouter:
                 if replayed is None or replayed < fence:
                     replica.behind += 1
                     return False, None
-                result = read(conn)
+                with _spare(replica.pool, paired) as spare:
+                    result = read(conn, spare)
         except _CONFLICTS as exc:
             replica.conflicts += 1
             log.info("read cancelled on replica %s (%s): the primary answers it", replica.name,
@@ -207,3 +224,17 @@ class ReadRouter:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextmanager
+def _spare(pool: ConnectionPool, wanted: bool) -> Iterator[psycopg.Connection | None]:
+    """An idle connection of `pool` if `wanted` and one is there at once, else None."""
+    conn = None
+    if wanted:
+        with suppress(PoolTimeout):
+            conn = pool.getconn(timeout=SPARE_WAIT_S)
+    try:
+        yield conn
+    finally:
+        if conn is not None:
+            pool.putconn(conn)

@@ -92,12 +92,13 @@ class Asker:
         self.max_false_not_found = max_false_not_found
 
     def retrieve(self, conn: psycopg.Connection, question: str, groups: list[str],
-                 prepared: PreparedQuery | None = None) -> PreparedAnswer:
+                 prepared: PreparedQuery | None = None,
+                 beside: psycopg.Connection | None = None) -> PreparedAnswer:
         """The passages to answer from; `prepared` lets a caller embed the question before
-        taking a database connection."""
+        taking a database connection, `beside` runs a leg of the search (Searcher.search)."""
         prepared = prepared or self.searcher.prepare(question)
         started = time.perf_counter() - prepared.took_ms / 1000  # count the embedding too
-        result, evidence = self.searcher.search(conn, prepared, groups, PASSAGES)
+        result, evidence = self.searcher.search(conn, prepared, groups, PASSAGES, beside=beside)
         passages = [
             Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title,
                     heading=h.heading, page=h.page, content=h.content)

@@ -77,8 +77,8 @@ class KnowledgeService:
     def search(self, caller: Caller, question: str, k: int, mode: Mode) -> SearchResult:
         searcher = self.asker.searcher
         prepared = searcher.prepare(question, mode)  # embedding holds no connection
-        result, _ = self.reads.run(
-            lambda conn: searcher.search(conn, prepared, list(caller.groups), k, mode))
+        result, _ = self.reads.run_paired(lambda conn, beside: searcher.search(
+            conn, prepared, list(caller.groups), k, mode, beside))
         return result
 
     def ask(self, caller: Caller, question: str) -> AskResult:
@@ -92,8 +92,8 @@ class KnowledgeService:
                 self._log(conn, caller, question, result, hits=None, cached=True)
             return result
         question_vector = self.asker.searcher.prepare(question)  # holds no connection
-        version, prepared = self.reads.run(
-            lambda conn: self._retrieve(conn, question, caller, question_vector))
+        version, prepared = self.reads.run_paired(
+            lambda conn, beside: self._retrieve(conn, beside, question, caller, question_vector))
         # The answerer (an LLM call of seconds) holds no connection: the pool serves searches.
         result = self.asker.answer(prepared, question, query_id)
         with self.pool.connection() as conn:
@@ -101,7 +101,8 @@ class KnowledgeService:
         self.cache.put(key, version, result)
         return result
 
-    def _retrieve(self, conn: psycopg.Connection, question: str, caller: Caller,
+    def _retrieve(self, conn: psycopg.Connection, beside: psycopg.Connection | None,
+                  question: str, caller: Caller,
                   question_vector: PreparedQuery) -> tuple[int, PreparedAnswer]:
         """The index version and the passages, read in one transaction on one server. The
         version is read first, so the passages are never older than the version that tags
@@ -109,12 +110,12 @@ class KnowledgeService:
         with conn.transaction():
             version = _index_version(conn)
             return version, self.asker.retrieve(conn, question, list(caller.groups),
-                                                question_vector)
+                                                question_vector, beside)
 
     def prepare_stream(self, caller: Caller, question: str) -> tuple[str, PreparedAnswer]:
         question_vector = self.asker.searcher.prepare(question)
-        prepared = self.reads.run(lambda conn: self.asker.retrieve(
-            conn, question, list(caller.groups), question_vector))
+        prepared = self.reads.run_paired(lambda conn, beside: self.asker.retrieve(
+            conn, question, list(caller.groups), question_vector, beside))
         return str(uuid.uuid4()), prepared
 
     def stream(self, prepared: PreparedAnswer, question: str) -> StreamedAnswer | KnownAnswer:

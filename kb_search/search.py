@@ -1,11 +1,13 @@
 """Hybrid retrieval: the vector leg (HNSW, iterative scan) and the 2-gram keyword leg, both
-filtered by the caller's groups inside SQL, fused by Reciprocal Rank Fusion in one query."""
+filtered by the caller's groups inside SQL, each a statement of its own (at once on two
+connections when the caller has two), fused by Reciprocal Rank Fusion (kb_search/fusion.py)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,7 +20,7 @@ from kb_core.embeddings import Embedder, embedder_for_index, make_embedder
 from kb_core.index_model import recorded_model
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
-from kb_search.fusion import PLAIN, Fusion, fusion_for
+from kb_search.fusion import PLAIN, Fusion, fuse, fusion_for
 from kb_search.planner import QueryPlan, plan_question
 from kb_search.rerankers import Candidate, Reranker, rerank_or_fallback
 from kb_search.synonyms import Synonyms
@@ -74,11 +76,6 @@ MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informati
 # kept inside their rows (sql/006_inline_keywords.sql) a candidate costs ~16 µs (reading its
 # row, then one match per term), the leg ~6 ms.
 MAX_CANDIDATES = 400
-# A keyword hit's vote in the fusion is scaled by its coverage up to this share of the
-# question's informative term weight. On samples/eval.jsonl the keyword leg's first hit was
-# the right document for 10 of 18 questions whose best coverage was under 0.3, and for 91 of
-# 94 at 0.5 or more (dev-set figures; the threshold is a round number, not a fitted one).
-FULL_COVERAGE = 0.5
 RERANK_CANDIDATES = 20  # fused hits a reranker reorders
 
 log = logging.getLogger(__name__)
@@ -129,7 +126,7 @@ def configure_search_session(conn: psycopg.Connection) -> None:
     psycopg prepares a statement after it has run five times, and PostgreSQL may then switch
     to a generic plan that cannot see the terms' frequencies or the groups (at 100k chunks one
     took hybrid search from ~45 ms to ~850 ms before the statement chose its paths itself).
-    `hybrid_search` alone asks for its generic plan.
+    `hybrid_search`'s statements alone ask for their generic plans.
     """
     conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
     conn.execute("SET hnsw.iterative_scan = 'relaxed_order'")
@@ -157,73 +154,96 @@ def hybrid_search(
     max_candidates: int = MAX_CANDIDATES,
     exact_scan_scale: float = EXACT_SCAN_SCALE,
     wide_share: float = WIDE_SHARE,
+    beside: psycopg.Connection | None = None,
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
-    legs fused as `fusion` weighs them. bench/search.py lifts `max_candidates` to score every
-    passage holding an informative term, against which the keyword leg's candidates are
-    measured, and moves `exact_scan_scale` and `wide_share` to time every plan for one
-    caller."""
+    legs fused as `fusion` weighs them. Given a second connection to the same server `beside`,
+    the keyword leg runs on it while the vector leg runs on `conn`. bench/search.py lifts
+    `max_candidates` to score every passage holding an informative term, against which the
+    keyword leg's candidates are measured, and moves `exact_scan_scale` and `wide_share` to
+    time every plan for one caller."""
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
     terms = plan.terms if use_keyword else []
-    params = {
-        "terms": [t.term for t in terms],
-        "weights": [t.weight for t in terms],
-        "prefixes": [t.prefix for t in terms],
-        "phrase_ids": [t.phrase for t in terms],
-        "phrases": plan.phrases if use_keyword else [],
-        "code_query": plan.code_query,
-        "groups": groups,
-        "query_vector": query_vector if use_vector else _PLACEHOLDER,
-        "vector_limit": LEG_LIMIT if use_vector else 0,
-        "leg_limit": LEG_LIMIT if use_keyword else 0,
-        "max_terms": MAX_TERMS,
-        "max_share": MAX_SHARE,
-        "max_candidates": max_candidates,
-        "exact_scan_scale": exact_scan_scale,
-        "wide_share": wide_share,
-        "full_coverage": FULL_COVERAGE,
-        "keyword_weight": plan.keyword_weight,
-        "fusion_k": fusion.k,
-        "vector_bias": fusion.vector_bias,
-        "vector_margin": fusion.vector_margin,
-        "keyword_margin": fusion.keyword_margin,
-        "k": k,
-    }
-    # One plan for every question and caller, made once on each connection: the statement
-    # picks each leg's path from the caller's groups itself (sql/queries/search.sql), and
-    # planning it anew took 2-3 ms of each search (at 100k chunks, side by side, hybrid p50
-    # 26.4 -> 24.1 ms for the caller who may read everything, 43.8 -> 41.6 for a tenth, 16.7 ->
-    # 14.3 for a hundredth, the same passages for every question). No path of it wants a
-    # sequential scan, and a plan that cannot see the groups costs the graph walk as if they
-    # were selective: at 10k chunks it sorted every view instead (bench/search.py, vector leg
-    # p50 23.3 ms, 9.4 through the graph).
     with conn.transaction():
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan; "
-                     "SET LOCAL enable_seqscan = off")
-        rows = conn.execute(query("hybrid_search"), params, prepare=True).fetchall()
+        conn.execute(_ONE_PLAN)
+        total, share, exact = conn.execute(
+            query("search_scope"), {"groups": groups, "exact_scan_scale": exact_scan_scale},
+            prepare=True).fetchone()
+        keyword_params = {
+            "terms": [t.term for t in terms],
+            "weights": [t.weight for t in terms],
+            "prefixes": [t.prefix for t in terms],
+            "phrase_ids": [t.phrase for t in terms],
+            "phrases": plan.phrases if use_keyword else [],
+            "groups": groups, "total": total, "share": share, "exact": exact,
+            "max_terms": MAX_TERMS, "max_share": MAX_SHARE, "max_candidates": max_candidates,
+            "wide_share": wide_share, "code_query": plan.code_query, "leg_limit": LEG_LIMIT,
+        }
+        vector_params = {"query_vector": query_vector, "groups": groups, "exact": exact,
+                         "code_query": plan.code_query, "vector_limit": LEG_LIMIT}
+        vector: list[tuple] = []
+        keyword: list[tuple] = []
+        if use_keyword and use_vector and beside is not None:
+            # The legs at once, each on its own backend: a search takes about as long as its
+            # slower leg. `conn`'s transaction holds the lock on index_settings that a
+            # publication must take (Searcher.search), so no generation is published while
+            # either leg runs.
+            pending = _LEGS.submit(_keyword_beside, beside, keyword_params)
+            try:
+                vector = _rows(conn, "vector_leg", vector_params)
+            finally:
+                keyword = pending.result()
+        else:
+            if use_vector:
+                vector = _rows(conn, "vector_leg", vector_params)
+            if use_keyword:
+                keyword = _rows(conn, "keyword_leg", keyword_params)
+        chosen = fuse(vector, keyword, fusion, plan.keyword_weight, k)
+        shown = {row[0]: row for row in _rows(
+            conn, "passages", {"ids": [f.id for f in chosen], "groups": groups})}
+        # A setting made in a savepoint lasts to the end of the transaction around it.
+        conn.execute(_SESSION_PLANS)
     hits, evidence = [], []
-    for rank, row in enumerate(rows, start=1):
+    for f in (f for f in chosen if f.id in shown):  # one gone meanwhile is not shown
         (chunk_id, document_id, source_uri, path, title, heading, page, chunk_index, content,
-         score, vector_rank, keyword_rank, similarity, keyword_score, coverage, learned) = row
+         learned) = shown[f.id]
         hits.append(SearchHit(
-            rank=rank, chunk_id=chunk_id, document_id=document_id, source_uri=source_uri,
-            path=path, title=title, heading=heading, page=page, chunk_index=chunk_index,
-            content=content, score=round(float(score), 6),
-            ranks=Ranks(vector=vector_rank, keyword=keyword_rank), learned_fact=learned,
+            rank=len(hits) + 1, chunk_id=chunk_id, document_id=document_id,
+            source_uri=source_uri, path=path, title=title, heading=heading, page=page,
+            chunk_index=chunk_index, content=content, score=round(f.score, 6),
+            ranks=Ranks(vector=f.vector_rank, keyword=f.keyword_rank), learned_fact=learned,
         ))
-        evidence.append(Evidence(
-            similarity=None if similarity is None else float(similarity),
-            keyword_score=None if keyword_score is None else float(keyword_score),
-            coverage=None if coverage is None else float(coverage),
-        ))
+        evidence.append(Evidence(similarity=f.similarity, keyword_score=f.keyword_score,
+                                 coverage=f.coverage))
     took_ms = round((time.perf_counter() - started) * 1000, 1)
     return SearchResult(query=plan.question, took_ms=took_ms, hits=hits), evidence
 
 
-# A unit vector the SQL never compares against (the vector leg's LIMIT is 0 when unused).
-_PLACEHOLDER = np.eye(1, 384, dtype=np.float32)[0]
+# The statements of a search, planned once on each connection: each picks its path from the
+# caller's scope itself (sql/queries/search.sql), and planning the statement anew took 2-3 ms
+# of each search (at 100k chunks, side by side, hybrid p50 26.4 -> 24.1 ms for the caller who
+# may read everything, 43.8 -> 41.6 for a tenth, 16.7 -> 14.3 for a hundredth, the same
+# passages for every question). No path of them wants a sequential scan, and a plan that
+# cannot see the groups costs the graph walk as if they were selective: at 10k chunks it
+# sorted every view instead (bench/search.py, vector leg p50 23.3 ms, 9.4 through the graph).
+_ONE_PLAN = "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
+# What configure_search_session set, back for the statements after a search.
+_SESSION_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_seqscan = on"
+# Threads that run a search's keyword leg beside its vector leg: each waits on its backend.
+_LEGS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="keyword-leg")
+
+
+def _rows(conn: psycopg.Connection, name: str, params: dict) -> list[tuple]:
+    return conn.execute(query(name), params, prepare=True).fetchall()
+
+
+def _keyword_beside(conn: psycopg.Connection, params: dict) -> list[tuple]:
+    """The keyword leg in a transaction of its own on `conn`, under the search's plans."""
+    with conn.transaction():
+        conn.execute(_ONE_PLAN)
+        return _rows(conn, "keyword_leg", params)
 
 
 class Searcher:
@@ -281,7 +301,10 @@ class Searcher:
         groups: list[str],
         k: int = 10,
         mode: Mode = "hybrid",
+        beside: psycopg.Connection | None = None,
     ) -> tuple[SearchResult, list[Evidence]]:
+        """The top `k` passages `groups` may see; `beside`, a second connection to the same
+        server, runs the keyword leg while `conn` runs the vector leg."""
         started = time.perf_counter()
         spent_ms = prepared.took_ms  # an embedding redone below counts from `started`
         fetch = max(k, RERANK_CANDIDATES) if self.reranker else k
@@ -293,8 +316,8 @@ class Searcher:
             if mode != "keyword" and prepared.model != model:
                 prepared = self._prepare(prepared.plan.question, mode, model)
             result, evidence = hybrid_search(
-                conn, prepared.plan, prepared.vector, groups, fetch, mode, fusion_for(model)
-            )
+                conn, prepared.plan, prepared.vector, groups, fetch, mode, fusion_for(model),
+                beside=beside)
         if self.reranker:
             result, evidence = self._rerank(result, evidence, k)
         took = (time.perf_counter() - started) * 1000 + spent_ms

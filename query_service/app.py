@@ -154,14 +154,16 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
             url, min_size=1, max_size=4, open=False, timeout=POOL_TIMEOUT_S,
             reconnect_timeout=RECONNECT_TIMEOUT_S, check=AsyncConnectionPool.check_connection,
             name="identity")
+        # Two connections kept open: a search runs its two legs at once on two of them when
+        # both are idle (kb_core/read_routing.py, run_paired).
         search_pool = ConnectionPool(
-            url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
+            url, min_size=2, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
             reconnect_timeout=RECONNECT_TIMEOUT_S, configure=pooled_search_connection,
             check=ConnectionPool.check_connection, name="search")
         # Searches may run on streaming replicas (autocommit: the router checks a replica's
         # replay position before the search's transaction begins, kb_core/read_routing.py).
         replicas = [Replica(replica_name(read_url), ConnectionPool(
-            read_url, min_size=1, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
+            read_url, min_size=2, max_size=8, open=False, timeout=POOL_TIMEOUT_S,
             reconnect_timeout=RECONNECT_TIMEOUT_S, configure=pooled_search_connection,
             check=ConnectionPool.check_connection, kwargs={"autocommit": True},
             name=f"replica-{i}")) for i, read_url in enumerate(settings.database_read_urls)]

@@ -96,9 +96,9 @@ def replica_url(standby: Standby, database_url: str) -> str:
 def reads(database_url: str, replica_url: str) -> Iterator[ReadRouter]:
     """A read router over the test's database and its replica, built as the service builds
     it; its fence is the test's to move (the service follows the primary's notices)."""
-    primary = ConnectionPool(database_url, min_size=1, max_size=2, open=True,
+    primary = ConnectionPool(database_url, min_size=2, max_size=2, open=True,
                              configure=pooled_search_connection, name="primary")
-    replica = ConnectionPool(replica_url, min_size=1, max_size=2, open=True,
+    replica = ConnectionPool(replica_url, min_size=2, max_size=2, open=True,
                              configure=pooled_search_connection,
                              kwargs={"autocommit": True}, name="replica")
     yield ReadRouter(primary, [Replica("standby", replica)])

@@ -1,22 +1,75 @@
--- name: hybrid_search
--- Both legs and their fusion in one round trip. Each leg filters by the caller's groups
--- before ranking; the fused order is Reciprocal Rank Fusion, each leg's vote weighed by the
--- evidence it gives for this question (its margin, kb_search/fusion.py), the keyword leg's
--- also by keyword_weight (the planner's lean on it for code questions), plus one rank-1 share
--- for passages containing every code of the question (ZP-2041, 第22条). A keyword hit counts
--- in full only when it holds at least full_coverage of the question's informative terms: one
--- that shares a few common 2-grams with the question (何日, 取れ) is a weak vote.
-WITH RECURSIVE total AS (
-    SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n
-),
-q AS (
+-- name: search_scope
+-- How many passages the caller may read, by its groups' sizes (sql/011_group_sizes.sql): a
+-- passage readable by two of its groups counts twice, so the figure errs high, never low.
+-- Few enough of them, and both legs compare every one (kb_search/search.py, EXACT_SCAN_SCALE).
+-- keyword_df's row '' holds the number of passages in the index.
+SELECT t.n AS total,
+       least(1, coalesce(sum(s.chunks), 0) / greatest(t.n, 1)) AS share,
+       coalesce(sum(s.chunks), 0) <= %(exact_scan_scale)s * sqrt(t.n) AS exact
+FROM (SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n) t
+LEFT JOIN group_sizes s ON s.group_name = ANY(%(groups)s::text[])
+GROUP BY t.n;
+
+-- name: vector_leg
+-- The caller's passages nearest the question's vector, filtered by its groups before ranking.
+-- A chunk is found by its nearest embedding view (a long chunk has several, see
+-- sql/007_chunk_vectors.sql): the nearest views, then each chunk once at its best distance.
+-- A caller who may read few passages (`exact`, from search_scope) gets them all compared
+-- (through the GIN index on allowed_groups): exact, and faster than an HNSW scan that must walk
+-- past the many passages it may not read. Only one of the two branches runs: each is gated by a
+-- parameter that PostgreSQL checks once, before it starts the branch. The statement has one
+-- plan for every question and caller (kb_search/search.py): `IS TRUE` keeps the groups' index
+-- out of the HNSW branch, which a plan not knowing the groups would otherwise take, and the
+-- views read are a constant, twice the leg's 50 chunks (a chunk's views are near one another,
+-- so some of the nearest are views of one chunk): a plan not knowing a LIMIT expects a tenth
+-- of the rows, and at 1M chunks it sorted all 1.7M views (2.7 s) instead of walking the graph.
+-- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see, one of its
+-- groups being a group of every document the fact corrects, are few and compared exactly.
+WITH nearest AS (
+    (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
+     FROM chunk_vectors v
+     WHERE (v.allowed_groups && %(groups)s::text[]) IS TRUE
+       AND NOT %(exact)s::bool
+     ORDER BY v.embedding <=> %(query_vector)s::vector
+     LIMIT 100)
+    UNION ALL
+    -- `+ 0`: an expression the HNSW index cannot order by, so none of its approximation.
+    (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector
+     FROM chunk_vectors v
+     WHERE v.allowed_groups && %(groups)s::text[]
+       AND %(exact)s::bool
+     ORDER BY (v.embedding <=> %(query_vector)s::vector) + 0
+     LIMIT 100)
+    UNION ALL
+    (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM learned_facts f
+     WHERE f.allowed_groups && %(groups)s::text[]
+     ORDER BY 2 LIMIT 100)
+)
+-- Whether each holds every code of the question (ZP-2041, 第22条; the fusion gives it a rank-1
+-- share), looked up by its id: a code's 2-grams can be in tens of thousands of passages (第14条
+-- in 29k of 1M), and finding those through the keywords index first took 300 ms.
+SELECT b.id, 1 - b.distance AS similarity,
+       CASE WHEN %(code_query)s::tsquery IS NOT NULL
+            THEN coalesce((SELECT keywords FROM chunks WHERE id = b.id),
+                          (SELECT keywords FROM learned_facts WHERE id = b.id))
+                 @@ %(code_query)s::tsquery
+            ELSE false END AS coded
+FROM (SELECT chunk_id AS id, min(distance) AS distance FROM nearest GROUP BY chunk_id
+      ORDER BY 2, 1 LIMIT %(vector_limit)s) b
+ORDER BY b.distance, b.id;
+
+-- name: keyword_leg
+-- The caller's passages that best match the question's informative 2-grams, filtered by its
+-- groups before ranking: BM25 with a bonus for adjacent 2-grams, each passage's coverage of the
+-- question's informative term weight, and whether it holds every code of the question.
+WITH RECURSIVE q AS (
     SELECT t.term, t.weight, t.prefix, t.phrase, coalesce(d.df, 0) AS df,
            (quote_literal(t.term) || CASE WHEN t.prefix THEN ':*' ELSE '' END)::tsquery AS query,
-           coalesce(d.df, 0)::float8 / greatest(total.n, 1) AS share,
-           ln(1 + (total.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
+           coalesce(d.df, 0)::float8 / greatest(%(total)s::float8, 1) AS share,
+           ln(1 + (%(total)s::float8 - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+               AS idf
     FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(prefixes)s::bool[],
                 %(phrase_ids)s::int[]) AS t (term, weight, prefix, phrase)
-    CROSS JOIN total
     LEFT JOIN keyword_df d ON d.term = t.term AND NOT t.prefix
 ),
 -- The informative terms: the most telling few, leaving out those in most passages (です, する)
@@ -27,15 +80,6 @@ informative AS (
     ORDER BY weight * idf DESC
     LIMIT %(max_terms)s
 ),
--- The caller's passages, by its groups' sizes (sql/011_group_sizes.sql): a passage readable by
--- two of its groups counts twice, so the figure errs high, never low. Few enough of them, and
--- both legs compare every one (kb_search/search.py, EXACT_SCAN_SCALE).
-visible AS (
-    SELECT least(1, coalesce(sum(s.chunks), 0) / greatest((SELECT n FROM total), 1)) AS share,
-           coalesce(sum(s.chunks), 0)
-               <= %(exact_scan_scale)s * sqrt((SELECT n FROM total)) AS exact
-    FROM group_sizes s WHERE s.group_name = ANY(%(groups)s::text[])
-),
 -- Candidates come from the rarest informative terms, taken while the caller's passages among
 -- their document frequencies add up to at most max_candidates (the rarest always): a passage
 -- that holds none of them could not outscore one that does by much, and a question full of
@@ -45,7 +89,7 @@ seeds AS (
     SELECT query, df FROM (
         SELECT query, df, sum(df) OVER (ORDER BY idf DESC, term) AS running FROM informative
     ) ranked
-    WHERE (running - df) * (SELECT share FROM visible) < %(max_candidates)s
+    WHERE (running - df) * %(share)s::float8 < %(max_candidates)s
 ),
 -- When the seeds are in more of the caller's passages than max_candidates (even the rarest
 -- informative term is that common), which of them are scored decides what the leg finds:
@@ -58,7 +102,7 @@ seeds AS (
 weightiest AS (
     SELECT query::text AS term, row_number() OVER (ORDER BY weight * idf DESC, term) AS n
     FROM informative
-    WHERE (SELECT sum(df) FROM seeds) * (SELECT share FROM visible) > %(max_candidates)s
+    WHERE (SELECT sum(df) FROM seeds) * %(share)s::float8 > %(max_candidates)s
     ORDER BY weight * idf DESC, term
     LIMIT 5
 ),
@@ -79,19 +123,13 @@ tiers AS MATERIALIZED (
           SELECT 1, string_agg(query::text, ' | ')::tsquery FROM seeds) t
     ORDER BY size DESC
 ),
--- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see: one of its
--- groups is a group of every document the fact corrects. Few rows, searched exactly.
-facts AS MATERIALIZED (
-    SELECT f.id, f.keywords, f.token_count FROM learned_facts f
-    WHERE f.allowed_groups && %(groups)s::text[]
-),
 -- MATERIALIZED: built once, not again for every candidate that the phrase bonus looks at.
 phrase_queries AS MATERIALIZED (
     SELECT (%(phrases)s::tsquery[])[phrase + 1] AS query, sum(weight * idf) AS weight
     FROM q WHERE phrase IS NOT NULL
     GROUP BY phrase
 ),
-kw_candidates AS (
+candidates AS (
     -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
     -- below reads them in place; out of line, each use would fetch the value again.
     -- The tiers in turn: once max_candidates have come, the later ones do not run. A caller
@@ -105,15 +143,15 @@ kw_candidates AS (
          (SELECT c.id, c.keywords, c.token_count FROM chunks c
           WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
             AND (c.allowed_groups && %(groups)s::text[]) IS TRUE
-            AND (SELECT share FROM visible) >= %(wide_share)s
+            AND %(share)s::float8 >= %(wide_share)s
           LIMIT %(max_candidates)s)
          UNION ALL
          (SELECT c.id, c.keywords, c.token_count FROM chunks c
           WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
             AND c.allowed_groups && %(groups)s::text[]
-            AND (SELECT share FROM visible) < %(wide_share)s
+            AND %(share)s::float8 < %(wide_share)s
           LIMIT %(max_candidates)s)) c
-     WHERE NOT (SELECT exact FROM visible)
+     WHERE NOT %(exact)s::bool
      LIMIT %(max_candidates)s)
     UNION ALL
     -- A caller who may read few passages has every one holding an informative term scored:
@@ -123,130 +161,57 @@ kw_candidates AS (
     (SELECT c.id, c.keywords, c.token_count
      FROM (SELECT id, keywords, token_count FROM chunks
            WHERE allowed_groups && %(groups)s::text[]
-             AND (SELECT exact FROM visible)
+             AND %(exact)s::bool
            OFFSET 0) c
      WHERE c.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM informative))
     UNION ALL
-    (SELECT f.id, f.keywords, f.token_count FROM facts f
-     WHERE f.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
+    -- Approved corrections the caller may see (sql/010_corrections.sql): few rows.
+    (SELECT f.id, f.keywords, f.token_count FROM learned_facts f
+     WHERE f.allowed_groups && %(groups)s::text[]
+       AND f.keywords @@ (SELECT string_agg(query::text, ' | ')::tsquery FROM seeds)
      LIMIT %(max_candidates)s)
-),
-kw AS (
-    SELECT k.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
-           row_number() OVER (ORDER BY t.score + coalesce(p.bonus, 0) DESC, k.id) AS rank
-    FROM kw_candidates k
-    -- BM25, k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens; a term's count enters
-    -- through ts_rank, which for one term sums its occurrences as 1, 1/4, 1/9, ... and so
-    -- saturates by itself (divided by its value for one occurrence: from 1 up to 1.64).
-    -- Coverage is how much of the question's informative weight the passage contains:
-    -- evidence for "not found" that, unlike a fused score, means the same from question to
-    -- question.
-    CROSS JOIN LATERAL (
-        SELECT sum(i.weight * i.idf * ts_rank('{1,1,1,1}', k.keywords, i.query, 0) / 0.6079271
-                   * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))) AS score,
-               sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
-        FROM informative i
-        WHERE k.keywords @@ i.query  -- first: ts_rank costs more, and only on matching terms
-    ) t
-    -- Adjacent 2-grams of a content run (東京都庁 as written, not 東京 ... 都庁).
-    CROSS JOIN LATERAL (
-        SELECT 0.5 * sum(p.weight) AS bonus FROM phrase_queries p WHERE k.keywords @@ p.query
-    ) p
-    WHERE t.score IS NOT NULL
-    ORDER BY rank
-    LIMIT %(leg_limit)s
-),
--- A chunk is found by its nearest embedding view (a long chunk has several, see
--- sql/007_chunk_vectors.sql): the nearest views, then each chunk once at its best distance.
--- A caller who may read few passages gets them all compared (through the GIN index on
--- allowed_groups): exact, and faster than an HNSW scan that must walk past the many passages
--- it may not read. Only one of the two branches runs: each is gated by a condition on
--- `visible` that PostgreSQL checks once, before it starts the branch. The statement has one
--- plan for every question and caller (kb_search/search.py): `IS TRUE` keeps the groups' index
--- out of the HNSW branch, which a plan not knowing the groups would otherwise take, and the
--- views read are a constant, twice the leg's 50 chunks (a chunk's views are near one another,
--- so some of the nearest are views of one chunk): a plan not knowing a LIMIT expects a tenth
--- of the rows, and at 1M chunks it sorted all 1.7M views (2.7 s) instead of walking the graph.
--- With the vector leg off, vec's LIMIT 0 starts none of this.
-vec_nearest AS (
-    (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector AS distance
-     FROM chunk_vectors v
-     WHERE (v.allowed_groups && %(groups)s::text[]) IS TRUE
-       AND NOT (SELECT exact FROM visible)
-     ORDER BY v.embedding <=> %(query_vector)s::vector
-     LIMIT 100)
-    UNION ALL
-    -- `+ 0`: an expression the HNSW index cannot order by, so none of its approximation.
-    (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector
-     FROM chunk_vectors v
-     WHERE v.allowed_groups && %(groups)s::text[]
-       AND (SELECT exact FROM visible)
-     ORDER BY (v.embedding <=> %(query_vector)s::vector) + 0
-     LIMIT 100)
-    UNION ALL
-    (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM learned_facts f
-     WHERE f.id IN (SELECT id FROM facts)
-     ORDER BY 2 LIMIT 100)
-),
-vec AS (
-    SELECT id, 1 - distance AS similarity, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM (SELECT chunk_id AS id, min(distance) AS distance FROM vec_nearest GROUP BY chunk_id) best
-    ORDER BY distance, id
-    LIMIT %(vector_limit)s
-),
--- The candidates holding every code of the question, each looked up by its id: a code's
--- 2-grams can be in tens of thousands of passages (第14条 in 29k of 1M), and finding those
--- through the keywords index first took 300 ms.
-coded AS (
-    SELECT ids.id
-    FROM (SELECT id FROM vec UNION SELECT id FROM kw) ids
-    CROSS JOIN LATERAL (
-        SELECT keywords FROM chunks WHERE id = ids.id
-        UNION ALL
-        SELECT keywords FROM facts WHERE id = ids.id
-    ) c
-    WHERE %(code_query)s::tsquery IS NOT NULL
-      AND c.keywords @@ %(code_query)s::tsquery
-),
--- Each leg's margin: how far its best passage stands above its fifth (0 with fewer than two).
-weights AS (
-    SELECT exp(%(vector_bias)s + %(vector_margin)s
-               * coalesce((SELECT max(similarity) - min(similarity) FROM vec WHERE rank <= 5), 0))
-           AS vector,
-           %(keyword_weight)s * exp(%(keyword_margin)s
-               * coalesce((SELECT 1 - min(score) / nullif(max(score), 0) FROM kw WHERE rank <= 5),
-                          0))
-           AS keyword
-),
-fused AS (
-    SELECT coalesce(v.id, k.id) AS id, v.rank AS vector_rank, k.rank AS keyword_rank,
-           v.similarity, k.score AS keyword_score, k.coverage,
-           w.vector * coalesce(1.0 / (%(fusion_k)s + v.rank), 0)
-           + w.keyword
-             * coalesce(least(1, k.coverage / %(full_coverage)s) / (%(fusion_k)s + k.rank), 0)
-           + CASE WHEN coalesce(v.id, k.id) IN (SELECT id FROM coded)
-                  THEN 1.0 / (%(fusion_k)s + 1) ELSE 0 END
-           AS score
-    FROM vec v FULL OUTER JOIN kw k ON k.id = v.id CROSS JOIN weights w
 )
-SELECT f.id AS chunk_id, d.id AS document_id, d.source_uri, d.path, d.title, c.heading,
-       c.location AS page, c.chunk_index, c.content, f.score, f.vector_rank, f.keyword_rank,
-       f.similarity, f.keyword_score, f.coverage, false AS learned
-FROM fused f
-JOIN chunks c ON c.id = f.id
+SELECT k.id, t.score + coalesce(p.bonus, 0) AS score, t.coverage,
+       coalesce(k.keywords @@ %(code_query)s::tsquery, false) AS coded
+FROM candidates k
+-- BM25, k1 = 1.2, b = 0.3 against a typical chunk of 250 tokens; a term's count enters
+-- through ts_rank, which for one term sums its occurrences as 1, 1/4, 1/9, ... and so
+-- saturates by itself (divided by its value for one occurrence: from 1 up to 1.64).
+-- Coverage is how much of the question's informative weight the passage contains:
+-- evidence for "not found" that, unlike a fused score, means the same from question to
+-- question.
+CROSS JOIN LATERAL (
+    SELECT sum(i.weight * i.idf * ts_rank('{1,1,1,1}', k.keywords, i.query, 0) / 0.6079271
+               * 2.2 / (1 + 1.2 * (0.7 + 0.3 * k.token_count / 250.0))) AS score,
+           sum(i.weight * i.idf) / (SELECT sum(weight * idf) FROM informative) AS coverage
+    FROM informative i
+    WHERE k.keywords @@ i.query  -- first: ts_rank costs more, and only on matching terms
+) t
+-- Adjacent 2-grams of a content run (東京都庁 as written, not 東京 ... 都庁).
+CROSS JOIN LATERAL (
+    SELECT 0.5 * sum(p.weight) AS bonus FROM phrase_queries p WHERE k.keywords @@ p.query
+) p
+WHERE t.score IS NOT NULL
+ORDER BY 2 DESC, k.id
+LIMIT %(leg_limit)s;
+
+-- name: passages
+-- What a search shows of the passages it chose (`ids`), learned facts cited as what they are:
+-- an employee's correction, approved by a reviewer. The legs may have run on two connections,
+-- in snapshots a moment apart, so each passage's groups are checked once more.
+SELECT c.id, d.id, d.source_uri, d.path, d.title, c.heading, c.location, c.chunk_index,
+       c.content, false AS learned
+FROM chunks c
 JOIN documents d ON d.id = c.document_id
+WHERE c.id = ANY(%(ids)s::bigint[]) AND c.allowed_groups && %(groups)s::text[]
 UNION ALL
--- A learned fact is cited as what it is: an employee's correction, approved by a reviewer.
-SELECT f.id, NULL, 'kb-correction:' || r.id, '利用者による訂正 #' || r.id,
+SELECT l.id, NULL, 'kb-correction:' || r.id, '利用者による訂正 #' || r.id,
        '利用者による訂正（承認済み）',
        '承認: ' || r.reviewed_by || '（' || to_char(r.reviewed_at, 'YYYY-MM-DD') || '）',
-       NULL, 0, r.correction, f.score, f.vector_rank, f.keyword_rank, f.similarity,
-       f.keyword_score, f.coverage, true
-FROM fused f
-JOIN learned_facts l ON l.id = f.id
+       NULL, 0, r.correction, true
+FROM learned_facts l
 JOIN corrections r ON r.id = l.correction_id AND r.status = 'approved'  -- decided meanwhile
-ORDER BY score DESC, chunk_id
-LIMIT %(k)s;
+WHERE l.id = ANY(%(ids)s::bigint[]) AND l.allowed_groups && %(groups)s::text[];
 
 -- name: documents_groups
 -- The groups of each document, by source_uri: whom an answer's citations may reach; a learned

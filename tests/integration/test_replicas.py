@@ -205,6 +205,26 @@ def test_a_search_a_replica_cancels_for_a_recovery_conflict_is_answered_by_the_p
     assert reads.replicas[0].conflicts == 1 and reads.replicas[0].failures == 0
 
 
+def test_a_paired_read_gets_a_second_connection_to_its_server_only_when_one_is_idle(
+    reads, conn, standby
+):
+    """A search's legs run at once on two connections of one server; on a busy pool, one after
+    the other on one, without waiting for a second."""
+    def servers(c: psycopg.Connection, spare: psycopg.Connection | None) -> tuple:
+        return c.info.host, spare and spare.info.host, spare and spare.info.backend_pid
+
+    for pool in (reads.primary, reads.replicas[0].pool):
+        pool.wait()  # both its connections made
+    host, spare_host, spare_pid = reads.run_paired(servers)  # no fence yet: the primary
+    assert spare_host == host != "127.0.0.1" and spare_pid is not None
+    with reads.primary.connection():  # of its two connections, one is left for the read
+        assert reads.run_paired(servers)[1:] == (None, None)
+    reads.fence.advance(wal_position(conn))
+    standby.catch_up()
+    assert reads.run_paired(servers)[:2] == ("127.0.0.1", "127.0.0.1")  # the replica's
+    assert reads.replicas[0].served == 1
+
+
 def test_searches_on_the_replica_path_find_what_the_primary_finds(
     indexed, reads, conn, standby
 ):

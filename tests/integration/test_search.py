@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from kb_core.database import connect
 from kb_core.embeddings import embedder_for_index
 from kb_core.generations import live_generation, use_generation
 from kb_core.queries import query
@@ -18,7 +20,13 @@ from kb_core.settings import EmbedderSettings
 from kb_pipeline.in_process import ingest_paths
 from kb_search.corrections import approve_correction
 from kb_search.documents import document_view, indexed_original
-from kb_search.search import MODES, Searcher, configure_search_session, hybrid_search
+from kb_search.search import (
+    MODES,
+    Searcher,
+    configure_search_session,
+    hybrid_search,
+    pooled_search_connection,
+)
 from kb_search.synonyms import Synonyms
 from tests import configured
 from tests.conftest import wal_position
@@ -58,6 +66,14 @@ def searcher(tmp_path) -> Searcher:
     synonyms = tmp_path / "synonyms.txt"
     synonyms.write_text("有給 = 年休 = 年次有給休暇\n", encoding="utf-8")
     return Searcher(EmbedderSettings("hashing"), Synonyms(synonyms))
+
+
+@pytest.fixture
+def beside(database_url) -> Iterator[psycopg.Connection]:
+    """A second search connection to the test's database, as the service's pool gives one."""
+    with connect(database_url, autocommit=True) as c:
+        pooled_search_connection(c)
+        yield c
 
 
 def top_paths(conn, searcher, question, groups=("all-employees",), mode="hybrid", k=5):
@@ -145,7 +161,9 @@ PLANS = ((0, 0), (0, 2), (10**9, 0))
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_plan_returns_the_same_passages_to_every_caller(corpus, conn, searcher, mode):
+def test_every_plan_returns_the_same_passages_to_every_caller(corpus, conn, beside, searcher,
+                                                             mode):
+    """With the legs one after the other on one connection, or at once on two."""
     # On a corpus this small HNSW and the keyword leg's budget miss nothing: any difference
     # would be the plans filtering differently.
     configure_search_session(conn)
@@ -153,10 +171,10 @@ def test_every_plan_returns_the_same_passages_to_every_caller(corpus, conn, sear
         for question in ("給与支給日", "東京都庁の見学", "ZP-2041", "VPN sign in", "の"):
             prepared = searcher.prepare(question, mode)
             found = [
-                [hit.chunk_id for hit in hybrid_search(
+                [(hit.chunk_id, hit.score, hit.ranks) for hit in hybrid_search(
                     conn, prepared.plan, prepared.vector, caller, 50, mode,
-                    exact_scan_scale=scale, wide_share=wide)[0].hits]
-                for scale, wide in PLANS]
+                    exact_scan_scale=scale, wide_share=wide, beside=side)[0].hits]
+                for scale, wide in PLANS for side in (None, beside)]
             assert all(f == found[0] for f in found), (caller, question)
 
 
@@ -178,13 +196,16 @@ _QUESTIONS = st.sampled_from([
     question=_QUESTIONS,
     mode=st.sampled_from(MODES),
     plan=st.sampled_from(PLANS),
+    legs_at_once=st.booleans(),
     opened=st.tuples(st.integers(0, len(CORPUS) - 1), st.integers(0, 10**6)),
 )
 def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
-    corpus, conn, searcher, assignment, caller, question, mode, plan, opened
+    corpus, conn, beside, searcher, assignment, caller, question, mode, plan, legs_at_once,
+    opened
 ):
-    """Search under every plan, and opening a source (a document's view, a passage with its
-    neighbours, the original file), after every re-permission."""
+    """Search under every plan, its legs one after the other or at once on two connections,
+    and opening a source (a document's view, a passage with its neighbours, the original
+    file), after every re-permission."""
     uris = [str(corpus / rel) for rel in sorted(CORPUS)]
     for uri, groups in zip(uris, assignment, strict=True):
         conn.execute(query("regroup_document"),
@@ -193,7 +214,8 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
     configure_search_session(conn)
     prepared = searcher.prepare(question, mode)
     result, _ = hybrid_search(conn, prepared.plan, prepared.vector, sorted(caller), 20, mode,
-                              exact_scan_scale=plan[0], wide_share=plan[1])
+                              exact_scan_scale=plan[0], wide_share=plan[1],
+                              beside=beside if legs_at_once else None)
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
 
@@ -240,8 +262,8 @@ def test_no_hit_from_a_replica_ever_comes_from_a_document_outside_the_callers_gr
             time.sleep(0.002)
     served = replica.served
     prepared = searcher.prepare(question, mode)
-    result, _ = reads.run(
-        lambda c: searcher.search(c, prepared, sorted(caller), 20, mode))
+    result, _ = reads.run_paired(
+        lambda c, beside: searcher.search(c, prepared, sorted(caller), 20, mode, beside))
     assert replica.served == served + 1
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
