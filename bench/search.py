@@ -254,7 +254,8 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
             runs = [(mode, plan) for mode in MODES for plan in plans
                     if not (mode == "vector" and plan == POSTINGS and ROWS in plans)]
             for ef in efs:
-                conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+                for c in (conn, beside):  # a hybrid search's vector leg runs beside
+                    c.execute(f"SET hnsw.ef_search = {int(ef)}")
                 for mode, plan in runs:
                     _timed(conn, prepared, [group], mode, fusion, plan, beside=beside)  # warm-up
                 # The runs take turns, pass after pass, so that a noisy moment on this

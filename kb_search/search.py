@@ -158,7 +158,7 @@ def hybrid_search(
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
     legs fused as `fusion` weighs them. Given a second connection to the same server `beside`,
-    the keyword leg runs on it while the vector leg runs on `conn`. bench/search.py lifts
+    the vector leg runs on it while the keyword leg runs on `conn`. bench/search.py lifts
     `max_candidates` to score every passage holding an informative term, against which the
     keyword leg's candidates are measured, and moves `exact_scan_scale` and `wide_share` to
     time every plan for one caller."""
@@ -187,14 +187,15 @@ def hybrid_search(
         keyword: list[tuple] = []
         if use_keyword and use_vector and beside is not None:
             # The legs at once, each on its own backend: a search takes about as long as its
-            # slower leg. `conn`'s transaction holds the lock on index_settings that a
-            # publication must take (Searcher.search), so no generation is published while
-            # either leg runs.
-            pending = _LEGS.submit(_keyword_beside, beside, keyword_params)
+            # slower leg, mostly the keyword leg, which runs here (the other pays the round
+            # trips of a transaction of its own). `conn`'s transaction holds the lock on
+            # index_settings that a publication must take (Searcher.search), so no generation
+            # is published while either leg runs.
+            pending = _LEGS.submit(_beside, beside, "vector_leg", vector_params)
             try:
-                vector = _rows(conn, "vector_leg", vector_params)
+                keyword = _rows(conn, "keyword_leg", keyword_params)
             finally:
-                keyword = pending.result()
+                vector = pending.result()
         else:
             if use_vector:
                 vector = _rows(conn, "vector_leg", vector_params)
@@ -231,19 +232,19 @@ def hybrid_search(
 _ONE_PLAN = "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
 # What configure_search_session set, back for the statements after a search.
 _SESSION_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_seqscan = on"
-# Threads that run a search's keyword leg beside its vector leg: each waits on its backend.
-_LEGS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="keyword-leg")
+# Threads that run a search's vector leg beside its keyword leg: each waits on its backend.
+_LEGS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="vector-leg")
 
 
 def _rows(conn: psycopg.Connection, name: str, params: dict) -> list[tuple]:
     return conn.execute(query(name), params, prepare=True).fetchall()
 
 
-def _keyword_beside(conn: psycopg.Connection, params: dict) -> list[tuple]:
-    """The keyword leg in a transaction of its own on `conn`, under the search's plans."""
+def _beside(conn: psycopg.Connection, name: str, params: dict) -> list[tuple]:
+    """A leg in a transaction of its own on `conn`, under the search's plans."""
     with conn.transaction():
         conn.execute(_ONE_PLAN)
-        return _rows(conn, "keyword_leg", params)
+        return _rows(conn, name, params)
 
 
 class Searcher:
@@ -304,7 +305,7 @@ class Searcher:
         beside: psycopg.Connection | None = None,
     ) -> tuple[SearchResult, list[Evidence]]:
         """The top `k` passages `groups` may see; `beside`, a second connection to the same
-        server, runs the keyword leg while `conn` runs the vector leg."""
+        server, runs the vector leg while `conn` runs the keyword leg."""
         started = time.perf_counter()
         spent_ms = prepared.took_ms  # an embedding redone below counts from `started`
         fetch = max(k, RERANK_CANDIDATES) if self.reranker else k
