@@ -166,7 +166,7 @@ def hybrid_search(
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
-    terms = plan.terms if use_keyword else []
+    terms = plan.terms
     with conn.transaction():
         conn.execute(_ONE_PLAN)
         total, share, exact = conn.execute(
@@ -177,7 +177,7 @@ def hybrid_search(
             "weights": [t.weight for t in terms],
             "prefixes": [t.prefix for t in terms],
             "phrase_ids": [t.phrase for t in terms],
-            "phrases": plan.phrases if use_keyword else [],
+            "phrases": plan.phrases,
             "groups": groups, "total": total, "share": share, "exact": exact,
             "max_terms": MAX_TERMS, "max_share": MAX_SHARE, "max_candidates": max_candidates,
             "wide_share": wide_share, "code_query": plan.code_query, "leg_limit": LEG_LIMIT,
