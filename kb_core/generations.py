@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ __all__ = [
     "Generation",
     "GenerationError",
     "adopt_version",
+    "build_search_indexes",
     "claimed",
     "create_generation",
     "discard_generation",
@@ -61,6 +63,14 @@ GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "grou
 # be chosen as the victim of a deadlock with it.
 _LOCK_TIMEOUT = "100ms"
 _PUBLISH_PATIENCE_S = 300.0
+# What pg_get_indexdef says of an index: its head, name, table (schema-qualified) and the rest.
+_INDEX_DEFINITION = re.compile(
+    r"^(CREATE (?:UNIQUE )?INDEX) (\S+) ON (?:ONLY )?(?:\S+)\.(\S+) (USING .*)$")
+# An HNSW graph is built several times faster while it fits in maintenance_work_mem: a view
+# takes ~2.4 KB there (its 384 floats and 48 neighbours). The build never asks for more than
+# this, whatever the index's size: a server short of memory builds slower, never runs out.
+_GRAPH_BYTES_PER_VIEW = 2560
+_BUILD_MEMORY_CAP_MB = 4096
 
 
 class GenerationError(RuntimeError):
@@ -183,8 +193,66 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "EXECUTE FUNCTION public.learned_facts_follow_documents()").format(new))
         # Its group sizes follow its chunks (sql/011_group_sizes.sql).
         conn.execute("SELECT count_group_chunks_of(%s)", (schema_of(new_id),))
+        # Its search indexes (the HNSW graph, the GIN indexes of keywords and groups) are
+        # built once over all its rows before its evaluation (build_search_indexes): kept
+        # up to date row by row while every document is written, they cost most of a build.
+        for name, _ in _search_indexes(conn, schema_of(new_id)):
+            conn.execute(sql.SQL("DROP INDEX {}.{}").format(new, sql.Identifier(name)))
     log.info("created index generation %d for %s", new_id, version)
     return generation(conn, new_id)
+
+
+def build_search_indexes(conn: psycopg.Connection, generation_id: int) -> dict[str, float]:
+    """Build the search indexes the live generation has and generation `generation_id` lacks
+    (all of them once its build rounds are done; none when they are built already), then
+    vacuum and analyze its tables for the planner; return the seconds each took. The rows are
+    all there: one build over them costs a fraction of keeping the indexes row by row."""
+    schema = schema_of(generation_id)
+    have = {_shape(definition) for _, definition in _search_indexes(conn, schema)}
+    wanted = [definition for _, definition in _search_indexes(conn, live_generation(conn).schema)
+              if _shape(definition) not in have]
+    seconds: dict[str, float] = {}
+    views = conn.execute(sql.SQL("SELECT count(*) FROM {}.chunk_vectors").format(
+        sql.Identifier(schema))).fetchone()[0]
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                 (f"{_build_memory_mb(conn, views)}MB",))
+    try:
+        for definition in wanted:
+            head, name, table, rest = _INDEX_DEFINITION.match(definition).groups()
+            started = time.monotonic()
+            conn.execute(f"{head} {name} ON {sql.Identifier(schema).as_string(conn)}.{table} "
+                         f"{rest}")
+            seconds[name] = round(time.monotonic() - started, 1)
+            log.info("generation %d: index %s built in %.1f s", generation_id, name,
+                     seconds[name])
+    finally:
+        conn.execute("RESET maintenance_work_mem")
+    started = time.monotonic()
+    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.SQL(", ").join(
+        sql.Identifier(schema, table) for table in GENERATION_TABLES)))
+    seconds["vacuum_analyze"] = round(time.monotonic() - started, 1)
+    return seconds
+
+
+def _search_indexes(conn: psycopg.Connection, schema: str) -> list[tuple[str, str]]:
+    """(name, definition) of the indexes of a generation's chunks and embedding views that no
+    constraint needs: what searches read, and no writer."""
+    return conn.execute(query("search_indexes"), {"schema": schema}).fetchall()
+
+
+def _shape(definition: str) -> tuple[str, str, str]:
+    """An index definition without its name and schema: the same index in any generation."""
+    head, _, table, rest = _INDEX_DEFINITION.match(definition).groups()
+    return head, table, rest
+
+
+def _build_memory_mb(conn: psycopg.Connection, views: int) -> int:
+    """maintenance_work_mem for building a graph of `views` vectors: what it needs, within
+    the cap, and never less than the server's own setting."""
+    server_mb = conn.execute(
+        "SELECT pg_size_bytes(current_setting('maintenance_work_mem')) / 2^20").fetchone()[0]
+    needed_mb = views * _GRAPH_BYTES_PER_VIEW // 2**20 + 64
+    return int(max(server_mb, min(needed_mb, _BUILD_MEMORY_CAP_MB)))
 
 
 def mark_round_launched(conn: psycopg.Connection, generation_id: int) -> None:

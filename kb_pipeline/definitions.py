@@ -10,6 +10,7 @@ from kb_pipeline.defs.generations import (
     GATE_JOB,
     discard_generation_job,
     generation_evaluation,
+    generation_search_indexes,
     published_generation,
 )
 from kb_pipeline.defs.learned_facts import (
@@ -31,6 +32,7 @@ def make_definitions(settings: Settings) -> dg.Definitions:
             *dg.load_assets_from_modules([ingestion]),
             retrieval_evaluation,
             generation_evaluation,
+            generation_search_indexes,
             published_generation,
             learned_facts,
         ],

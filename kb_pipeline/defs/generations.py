@@ -6,7 +6,9 @@ published only when its gate passes.
 The folder sensor calls `rebuild_requests` on each tick: it creates the generation and builds
 it in rounds of ingest runs tagged with it, each round over the catalogued files the generation
 does not hold yet (all of them at first; then files added or edited meanwhile). When a round
-leaves nothing to do, it launches `evaluate_generation` for it. There, `generation_evaluation`
+leaves nothing to do, it launches `evaluate_generation` for it. There,
+`generation_search_indexes` builds the generation's search indexes once over all its rows
+(its documents were written without them), `generation_evaluation`
 replays the question sets against the candidate and the live generation side by side; its
 blocking checks keep `published_generation`, which switches the live index in one transaction,
 from running unless the candidate is as good. `kb generation rebuild` does the same in one
@@ -20,6 +22,7 @@ import psycopg
 from kb_core.generations import (
     Access,
     Generation,
+    build_search_indexes,
     create_generation,
     discard_generation,
     generation,
@@ -55,6 +58,7 @@ __all__ = [
     "GATE_JOB",
     "GENERATIONS_PARTITIONS",
     "discard_generation_job",
+    "generation_search_indexes",
     "generation_evaluation",
     "generation_running",
     "published_generation",
@@ -72,8 +76,25 @@ _GENERATIONS = {"partitions_def": GENERATIONS_PARTITIONS, "group_name": "generat
 MAX_BUILD_ROUNDS = 3
 
 
+@dg.asset(kinds={"postgres", "pgvector"}, **_GENERATIONS)
+def generation_search_indexes(
+    context: dg.AssetExecutionContext, postgres: PostgresResource
+) -> dg.MaterializeResult:
+    """A rebuilt generation's search indexes (the HNSW graph of its embedding views, the GIN
+    indexes of its keywords and groups), built once over all its rows after its last build
+    round, with the memory a graph of its size needs; then its tables vacuumed and analyzed.
+    Nothing is built again for a generation that has them."""
+    gen_id = int(context.partition_key)
+    with postgres.connection() as conn:
+        seconds = build_search_indexes(conn, gen_id)
+    return dg.MaterializeResult(metadata={
+        "generation": gen_id, "indexes_built": len(seconds) - 1,
+        **{f"{name}_s": value for name, value in seconds.items()}})
+
+
 @dg.asset(
     kinds={"python", "postgres"},
+    deps=[generation_search_indexes],
     check_specs=[
         dg.AssetCheckSpec(
             RECALL_GATE, asset="generation_evaluation", blocking=True,

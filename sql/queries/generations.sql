@@ -102,3 +102,16 @@ UPDATE index_generations SET state = 'live', published_at = now(), note = NULL W
 
 -- name: bump_index_version
 UPDATE index_state SET version = version + 1;
+
+-- name: search_indexes
+-- The indexes of a generation's chunks and embedding views that no constraint needs: the
+-- HNSW graph and the GIN indexes searches read (kb_core/generations.py builds them once
+-- over a rebuilt generation's rows).
+SELECT c.relname, pg_get_indexdef(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_class t ON t.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE n.nspname = %(schema)s AND t.relname IN ('chunks', 'chunk_vectors')
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+ORDER BY t.relname, c.relname;

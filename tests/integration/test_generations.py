@@ -91,6 +91,13 @@ def hybrid_hits(conn: psycopg.Connection, question: str,
     return [(hit.path, hit.content) for hit in result.hits]
 
 
+def passage_indexes(conn: psycopg.Connection, schema: str) -> set[tuple[str, str]]:
+    """The indexes of a generation's passages and their views, whatever their names."""
+    return set(conn.execute(
+        "SELECT tablename, regexp_replace(indexdef, '^.* USING ', '') FROM pg_indexes "
+        "WHERE schemaname = %s AND tablename IN ('chunks', 'chunk_vectors')", (schema,)))
+
+
 def schemas(conn: psycopg.Connection) -> set[str]:
     return {row[0] for row in conn.execute(
         "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kb_gen_%'")}
@@ -165,6 +172,12 @@ def test_a_good_rebuild_is_published_in_one_switch_no_reader_sees_half_done(
     new_version = stages.pipeline_version(make_embedder(EmbedderSettings("hashing")))
 
     assert all(r.success for r in tick(settings, instance))  # rebuilt into generation 2
+    # Its documents were written without the search indexes, which the gate run builds.
+    live_indexes = passage_indexes(conn, "kb_gen_1")
+    assert {"hnsw (embedding vector_cosine_ops) WITH (m='24', ef_construction='128')",
+            "gin (keywords)", "gin (allowed_groups)"} <= {shape for _, shape in live_indexes}
+    assert passage_indexes(conn, "kb_gen_2") == {
+        (table, shape) for table, shape in live_indexes if shape.startswith("btree")}
     # While it waited, an access rule was narrowed: the published generation must not bring
     # the old groups back.
     (docs_dir / "all" / "_access.toml").write_text('groups = ["all-employees-jp"]\n',
@@ -198,6 +211,9 @@ def test_a_good_rebuild_is_published_in_one_switch_no_reader_sees_half_done(
         reader.join()
     assert len(results) == 1 and results[0].success
     assert not errors
+    (built,) = results[0].asset_materializations_for_node("generation_search_indexes")
+    assert built.metadata["indexes_built"].value == 4
+    assert passage_indexes(conn, "kb_gen_2") == live_indexes
     assert live_generation(conn).id == 2
     assert {g.id: g.state for g in list_generations(conn)} == {1: "retired", 2: "live"}
     assert schemas(conn) == {"kb_gen_2"}  # the old generation's tables are dropped
