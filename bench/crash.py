@@ -244,7 +244,7 @@ class IndexChecker:
         found = [f"{name}: {row}" for name in
                  ("documents_with_broken_chunks", "chunks_with_bad_embeddings", "orphan_documents",
                   "group_sizes_drift")
-                 for row in conn.execute(query(name))]
+                 for row in conn.execute(query(name), {"uris": None})]
         orphans = conn.execute("SELECT count(*) FROM chunks c WHERE NOT EXISTS "
                                "(SELECT 1 FROM documents d WHERE d.id = c.document_id)").fetchone()
         if orphans[0]:

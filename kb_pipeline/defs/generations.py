@@ -40,6 +40,7 @@ from kb_core.index_model import IndexModelMismatchError
 from kb_core.settings import Settings
 from kb_pipeline.access import AccessError
 from kb_pipeline.catalogue import stale_documents
+from kb_pipeline.defs.checks import integrity_violations, violations_markdown
 from kb_pipeline.defs.evaluation import evaluate_index, evaluation_settings
 from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
 from kb_pipeline.defs.learned_facts import facts_embedder_for
@@ -70,26 +71,51 @@ __all__ = [
 GENERATIONS_PARTITIONS = dg.DynamicPartitionsDefinition(name="generations")
 RECALL_GATE = "generation_recall_at_5_holds"
 COVERAGE_GATE = "generation_covers_live_documents"
+SOUND_GATE = "generation_index_is_sound"
 _GENERATIONS = {"partitions_def": GENERATIONS_PARTITIONS, "group_name": "generations"}
 # Rounds of rebuild runs before a generation is evaluated as it stands: files that keep
 # changing, or keep failing without a checksum to recognise them by, must not keep it building.
 MAX_BUILD_ROUNDS = 3
 
 
-@dg.asset(kinds={"postgres", "pgvector"}, **_GENERATIONS)
+@dg.asset(
+    kinds={"postgres", "pgvector"},
+    check_specs=[dg.AssetCheckSpec(
+        SOUND_GATE, asset="generation_search_indexes", blocking=True,
+        description="The whole rebuilt generation passes search_index's integrity checks, "
+                    "which its build runs applied to the documents each wrote.")],
+    **_GENERATIONS,
+)
 def generation_search_indexes(
     context: dg.AssetExecutionContext, postgres: PostgresResource
 ) -> dg.MaterializeResult:
     """A rebuilt generation's search indexes (the HNSW graph of its embedding views, the GIN
     indexes of its keywords and groups), built once over all its rows after its last build
-    round, with the memory a graph of its size needs; then its tables vacuumed and analyzed.
-    Nothing is built again for a generation that has them."""
+    round, with the memory a graph of its size needs; then its tables vacuumed and analyzed,
+    and the whole generation checked for integrity. Nothing is built again for a generation
+    that has them."""
     gen_id = int(context.partition_key)
     with postgres.connection() as conn:
         seconds = build_search_indexes(conn, gen_id)
-    return dg.MaterializeResult(metadata={
-        "generation": gen_id, "indexes_built": len(seconds) - 1,
-        **{f"{name}_s": value for name, value in seconds.items()}})
+    with postgres.connection(gen_id) as conn:
+        violations = integrity_violations(conn)
+    if any(violations.values()):  # refused here: its evaluation does not run
+        with postgres.connection() as conn:
+            record_evaluation(conn, gen_id, False, {name: len(rows) for name, rows in
+                                                    violations.items()},
+                              "integrity: " + "; ".join(f"{name} {len(rows)}" for name, rows
+                                                        in violations.items() if rows))
+    return dg.MaterializeResult(
+        metadata={"generation": gen_id, "indexes_built": len(seconds) - 1,
+                  **{f"{name}_s": value for name, value in seconds.items()}},
+        check_results=[dg.AssetCheckResult(
+            check_name=SOUND_GATE,
+            passed=not any(violations.values()),
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={name: violations_markdown(name, rows)
+                      for name, rows in violations.items()},
+        )],
+    )
 
 
 @dg.asset(

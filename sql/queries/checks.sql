@@ -1,27 +1,30 @@
 -- name: chunks_with_bad_embeddings
 -- Chunks without a vector, or with one of another dimension than recorded, not unit length,
--- or readable by other groups than the chunk.
+-- or readable by other groups than the chunk; of the documents %(uris)s (NULL: all).
 SELECT d.path, c.chunk_index
 FROM chunks c JOIN documents d ON d.id = c.document_id
-WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)
+WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
+  AND (NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.chunk_id = c.id)
    OR EXISTS (
        SELECT 1 FROM chunk_vectors v
        WHERE v.chunk_id = c.id
          AND (vector_dims(v.embedding)
                   <> (SELECT value::int FROM index_settings WHERE key = 'embedding_dim')
               OR abs(vector_norm(v.embedding) - 1) > 0.01
-              OR v.allowed_groups IS DISTINCT FROM c.allowed_groups))
+              OR v.allowed_groups IS DISTINCT FROM c.allowed_groups)))
 LIMIT 20;
 
 -- name: documents_with_broken_chunks
 -- Documents without chunks, or whose chunk positions are not exactly 0..n-1 (a half-replaced
--- or duplicated document), or whose chunks disagree with them about who may read them.
+-- or duplicated document), or whose chunks disagree with them about who may read them; of the
+-- documents %(uris)s (NULL: all).
 SELECT d.path,
        count(c.id) AS chunks,
        count(DISTINCT c.chunk_index) AS positions,
        coalesce(max(c.chunk_index), -1) AS last_position,
        bool_or(c.allowed_groups IS DISTINCT FROM d.allowed_groups) AS groups_differ
 FROM documents d LEFT JOIN chunks c ON c.document_id = d.id
+WHERE %(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s)
 GROUP BY d.id, d.path
 HAVING count(c.id) = 0
     OR count(DISTINCT c.chunk_index) <> count(c.id)
@@ -40,9 +43,11 @@ WHERE coalesce(s.chunks, 0) <> coalesce(c.chunks, 0)
 LIMIT 20;
 
 -- name: orphan_documents
--- Indexed documents whose file is no longer in the catalogue of watched files.
+-- Indexed documents whose file is no longer in the catalogue of watched files, of the
+-- documents %(uris)s (NULL: all).
 SELECT d.path FROM documents d
-WHERE NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = d.source_uri)
+WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
+  AND NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = d.source_uri)
 LIMIT 20;
 
 -- name: documents_without_access_rule

@@ -372,3 +372,22 @@ def test_only_a_rebuild_writes_without_waiting_for_each_commit_to_reach_the_disk
     with postgres.connection(gen.id) as rebuilding, postgres.connection() as live:
         assert rebuilding.execute("SHOW synchronous_commit").fetchone()[0] == "off"
         assert live.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+
+
+def test_a_generation_damaged_while_it_was_built_is_refused_before_its_evaluation(
+        settings, instance, conn, monkeypatch):
+    # Each build run checks the documents it wrote; the gate checks the whole generation once.
+    tick(settings, instance)
+    change_pipeline(monkeypatch, "same-output-new-version")
+    assert all(r.success for r in tick(settings, instance))
+    assert generation(conn, 2).state == "building"
+    use_generation(conn, 2)
+    conn.execute("DELETE FROM chunk_vectors WHERE chunk_id = (SELECT min(id) FROM chunks)")
+    use_generation(conn, None)
+    (gate,) = tick(settings, instance)
+    checks = {c.check_name: c for c in gate.get_asset_check_evaluations()}
+    assert not checks["generation_index_is_sound"].passed
+    assert "generation_recall_at_5_holds" not in checks  # its evaluation never ran
+    refused = generation(conn, 2)
+    assert refused.state == "failed" and "chunks_with_bad_embeddings 1" in refused.note
+    assert live_generation(conn).id == 1
