@@ -24,6 +24,7 @@ from psycopg import sql
 from kb_core.queries import query
 
 __all__ = [
+    "BUILD_MEMORY_CAP_MB",
     "GENERATION_TABLES",
     "Access",
     "Generation",
@@ -70,7 +71,7 @@ _INDEX_DEFINITION = re.compile(
 # takes ~2.4 KB there (its 384 floats and 48 neighbours). The build never asks for more than
 # this, whatever the index's size: a server short of memory builds slower, never runs out.
 _GRAPH_BYTES_PER_VIEW = 2560
-_BUILD_MEMORY_CAP_MB = 4096
+BUILD_MEMORY_CAP_MB = 4096
 
 
 class GenerationError(RuntimeError):
@@ -252,7 +253,7 @@ def _build_memory_mb(conn: psycopg.Connection, views: int) -> int:
     server_mb = conn.execute(
         "SELECT pg_size_bytes(current_setting('maintenance_work_mem')) / 2^20").fetchone()[0]
     needed_mb = views * _GRAPH_BYTES_PER_VIEW // 2**20 + 64
-    return int(max(server_mb, min(needed_mb, _BUILD_MEMORY_CAP_MB)))
+    return int(max(server_mb, min(needed_mb, BUILD_MEMORY_CAP_MB)))
 
 
 def mark_round_launched(conn: psycopg.Connection, generation_id: int) -> None:

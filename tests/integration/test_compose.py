@@ -186,6 +186,16 @@ def test_postgres_keeps_its_data_in_a_named_volume_at_the_data_root_of_its_major
     assert [m["target"].rstrip("/") for m in data] == [expected]
 
 
+def test_postgres_has_the_shared_memory_a_parallel_graph_build_asks_for():
+    # Docker gives a container 64 MB of /dev/shm; a parallel HNSW build keeps its graph there.
+    from kb_core.generations import BUILD_MEMORY_CAP_MB
+
+    size = str(_services()["postgres"].get("shm_size", "64mb")).lower()
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)b?", size).groups()
+    mb = int(number) * {"k": 2**-10, "": 2**-20, "m": 1, "g": 2**10}[unit]
+    assert mb >= BUILD_MEMORY_CAP_MB
+
+
 def test_app_services_share_the_database_dagster_and_docs_settings():
     for name in APP_SERVICES:
         service = _services()[name]
