@@ -59,9 +59,9 @@ __all__ = [
     "GATE_JOB",
     "GENERATIONS_PARTITIONS",
     "discard_generation_job",
-    "generation_search_indexes",
     "generation_evaluation",
     "generation_running",
+    "generation_search_indexes",
     "published_generation",
     "rebuild_requests",
     "rebuild_tags",
@@ -99,18 +99,17 @@ def generation_search_indexes(
         seconds = build_search_indexes(conn, gen_id)
     with postgres.connection(gen_id) as conn:
         violations = integrity_violations(conn)
-    if any(violations.values()):  # refused here: its evaluation does not run
+    found = {name: len(rows) for name, rows in violations.items() if rows}
+    if found:  # refused here: its evaluation does not run
         with postgres.connection() as conn:
-            record_evaluation(conn, gen_id, False, {name: len(rows) for name, rows in
-                                                    violations.items()},
-                              "integrity: " + "; ".join(f"{name} {len(rows)}" for name, rows
-                                                        in violations.items() if rows))
+            record_evaluation(conn, gen_id, False, found, "integrity: " + "; ".join(
+                f"{name} {count}" for name, count in found.items()))
     return dg.MaterializeResult(
         metadata={"generation": gen_id, "indexes_built": len(seconds) - 1,
                   **{f"{name}_s": value for name, value in seconds.items()}},
         check_results=[dg.AssetCheckResult(
             check_name=SOUND_GATE,
-            passed=not any(violations.values()),
+            passed=not found,
             severity=dg.AssetCheckSeverity.ERROR,
             metadata={name: violations_markdown(name, rows)
                       for name, rows in violations.items()},

@@ -1,6 +1,6 @@
 -- name: chunks_with_bad_embeddings
 -- Chunks without a vector, or with one of another dimension than recorded, not unit length,
--- or readable by other groups than the chunk; of the documents %(uris)s (NULL: all).
+-- or readable by other groups than the chunk; of the documents given (uris; NULL: all).
 SELECT d.path, c.chunk_index
 FROM chunks c JOIN documents d ON d.id = c.document_id
 WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
@@ -17,7 +17,7 @@ LIMIT 20;
 -- name: documents_with_broken_chunks
 -- Documents without chunks, or whose chunk positions are not exactly 0..n-1 (a half-replaced
 -- or duplicated document), or whose chunks disagree with them about who may read them; of the
--- documents %(uris)s (NULL: all).
+-- documents given (uris; NULL: all).
 SELECT d.path,
        count(c.id) AS chunks,
        count(DISTINCT c.chunk_index) AS positions,
@@ -44,7 +44,7 @@ LIMIT 20;
 
 -- name: orphan_documents
 -- Indexed documents whose file is no longer in the catalogue of watched files, of the
--- documents %(uris)s (NULL: all).
+-- documents given (uris; NULL: all).
 SELECT d.path FROM documents d
 WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
   AND NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = d.source_uri)
