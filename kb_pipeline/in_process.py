@@ -41,6 +41,7 @@ from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
     GENERATION_TAG,
+    MAX_REBUILT_PER_RUN,
     apply_partition_changes,
     fail_abandoned_runs,
     partition_changes,
@@ -153,7 +154,7 @@ def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Gene
             while stale := stale_keys(conn, generation(conn, gen.id), version, settings, keys):
                 mark_round_launched(conn, gen.id)
                 report("files", count=len(stale))
-                for first, last in partition_ranges(keys, stale):
+                for first, last in partition_ranges(keys, stale, MAX_REBUILT_PER_RUN):
                     ingest.execute_in_process(
                         instance=instance, tags={**rebuild_tags(gen.id, first, last), **own},
                         run_config={**raw_config(settings), **IN_PROCESS_LOGGING},

@@ -24,6 +24,7 @@ __all__ = [
     "DOCUMENTS_PARTITIONS",
     "GENERATION_TAG",
     "MAX_CHANGED_PER_RUN",
+    "MAX_REBUILT_PER_RUN",
     "UNFINISHED",
     "PartitionChanges",
     "apply_partition_changes",
@@ -47,6 +48,9 @@ GENERATION_TAG = "kb/generation"
 
 # Enough to amortise a run's start-up; few enough that a crashed run redoes little.
 MAX_CHANGED_PER_RUN = 200
+# A rebuild's runs take more: each also counts every group's passages in the generation (the
+# group_sizes check; ~3 s at 1M passages), and nobody waits for one of its documents.
+MAX_REBUILT_PER_RUN = 1000
 
 # The process that executes a run in-process, so a later `kb ingest` or sensor tick can tell a
 # run whose process was killed from one still working: Dagster's default run launcher cannot

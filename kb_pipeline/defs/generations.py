@@ -50,7 +50,13 @@ from kb_pipeline.defs.resources import (
     PostgresResource,
     RerankerResource,
 )
-from kb_pipeline.runs import GENERATION_TAG, UNFINISHED, partition_ranges, range_tags
+from kb_pipeline.runs import (
+    GENERATION_TAG,
+    MAX_REBUILT_PER_RUN,
+    UNFINISHED,
+    partition_ranges,
+    range_tags,
+)
 from kb_pipeline.stages import access_now, pipeline_version
 from kb_search.learned_facts import index_learned_facts
 from kb_search.report import metrics_markdown, misses_markdown
@@ -290,7 +296,7 @@ def rebuild_requests(
             if stale:
                 runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=raw_config(settings),
                                        tags=rebuild_tags(gen.id, first, last))
-                         for first, last in partition_ranges(keys, stale)]
+                         for first, last in partition_ranges(keys, stale, MAX_REBUILT_PER_RUN)]
                 mark_round_launched(conn, gen.id)
                 continue
             set_state(conn, gen.id, "evaluating")
