@@ -1,5 +1,6 @@
 """Asset checks on search_index: integrity (blocking, ERROR) and access coverage (WARN). In a
-rebuild's runs they check the generation being built."""
+rebuild's runs they check the documents each run wrote into the generation being built, which
+its gate then checks whole (defs/generations.py)."""
 
 
 import dagster as dg
