@@ -213,10 +213,9 @@ def build_search_indexes(conn: psycopg.Connection, generation_id: int) -> dict[s
     wanted = [definition for _, definition in _search_indexes(conn, live_generation(conn).schema)
               if _shape(definition) not in have]
     seconds: dict[str, float] = {}
-    views = conn.execute(sql.SQL("SELECT count(*) FROM {}.chunk_vectors").format(
-        sql.Identifier(schema))).fetchone()[0]
-    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                 (f"{_build_memory_mb(conn, views)}MB",))
+    if wanted:  # counting a large generation's views takes seconds: only for a build
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                     (f"{_build_memory_mb(conn, schema)}MB",))
     try:
         for definition in wanted:
             head, name, table, rest = _INDEX_DEFINITION.match(definition).groups()
@@ -247,9 +246,11 @@ def _shape(definition: str) -> tuple[str, str, str]:
     return head, table, rest
 
 
-def _build_memory_mb(conn: psycopg.Connection, views: int) -> int:
-    """maintenance_work_mem for building a graph of `views` vectors: what it needs, within
-    the cap, and never less than the server's own setting."""
+def _build_memory_mb(conn: psycopg.Connection, schema: str) -> int:
+    """maintenance_work_mem for building the graph of the embedding views in `schema`: what it
+    needs, within the cap, and never less than the server's own setting."""
+    views = conn.execute(sql.SQL("SELECT count(*) FROM {}.chunk_vectors").format(
+        sql.Identifier(schema))).fetchone()[0]
     server_mb = conn.execute(
         "SELECT pg_size_bytes(current_setting('maintenance_work_mem')) / 2^20").fetchone()[0]
     needed_mb = views * _GRAPH_BYTES_PER_VIEW // 2**20 + 64
