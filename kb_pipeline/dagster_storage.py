@@ -1,38 +1,70 @@
 """Dagster's instance storage on PostgreSQL, holding its connections instead of opening one per
-event.
+event, and writing a run's asset events in batches.
 
-dagster-postgres opens a fresh connection for every event it stores. A run over many document
-partitions stores about ten events per document (planned and recorded materializations of five
-assets), and on the benchmark corpus those connections alone cost more than parsing, chunking
-and indexing together (bench/ingest.py). The webserver already gets a small pool through
-`optimize_for_webserver`; this storage gives every process (daemon, run workers, `kb ingest`)
-the same.
+A run over many document partitions stores about ten events per document: the planned and the
+recorded materialization of each of five assets. dagster-postgres opens a fresh connection for
+every event, and writes each in two transactions of its own; on the benchmark corpus those
+writes cost more than parsing, chunking and indexing together (bench/ingest.py --rebuild). This
+storage keeps a small pool in every process that opens the instance (the webserver already
+gets one through `optimize_for_webserver`), and turns on Dagster's batched event writes: a
+step's materializations, and a run's planned materializations, go in a few statements.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from dagster import DagsterEventType, EventLogEntry
+from dagster._core.storage.base_storage import DagsterStorage
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._serdes import ConfigurableClassData
 from dagster_postgres import DagsterPostgresStorage
+from dagster_postgres.event_log import PostgresEventLogStorage
+from dagster_postgres.run_storage import PostgresRunStorage
+from dagster_postgres.schedule_storage import PostgresScheduleStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
-__all__ = ["PooledPostgresStorage"]
+if TYPE_CHECKING:
+    from dagster_postgres.auth import PgTokenProvider
+
+__all__ = ["EVENT_BATCH_SIZE", "PooledPostgresStorage"]
 
 _STATEMENT_TIMEOUT_MS = 300_000  # generous: it guards Dagster's own queries, not ours
 _POOL_RECYCLE_S = 3600
 _MAX_OVERFLOW = 4
+# Events per batched write. A rebuild's run plans 5 × 1,000 materializations (runs.py,
+# MAX_REBUILT_PER_RUN); a statement of 1,000 serialized events stays a few megabytes.
+EVENT_BATCH_SIZE = 1000
 
 
 class PooledPostgresStorage(DagsterPostgresStorage):
-    """DagsterPostgresStorage with one pooled connection (plus overflow) per storage."""
+    """DagsterPostgresStorage with one pooled connection (plus overflow) per storage, and
+    batched writes of asset events."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self._run_storage.optimize_for_webserver(
-            _STATEMENT_TIMEOUT_MS, _POOL_RECYCLE_S, _MAX_OVERFLOW
-        )
-        self._event_log_storage.optimize_for_webserver(
-            _STATEMENT_TIMEOUT_MS, _POOL_RECYCLE_S, _MAX_OVERFLOW
-        )
+    def __init__(
+        self, postgres_url: str, should_autocreate_tables: bool = True,
+        inst_data: ConfigurableClassData | None = None,
+        token_provider: PgTokenProvider | None = None,
+    ) -> None:
+        # DagsterPostgresStorage's own, with the event log storage below.
+        self.postgres_url = postgres_url
+        self.should_autocreate_tables = should_autocreate_tables
+        self._inst_data = inst_data
+        self._run_storage = PostgresRunStorage(
+            postgres_url, should_autocreate_tables, token_provider=token_provider)
+        self._event_log_storage = _BatchedEventLogStorage(
+            postgres_url, should_autocreate_tables, token_provider=token_provider)
+        self._schedule_storage = PostgresScheduleStorage(
+            postgres_url, should_autocreate_tables, token_provider=token_provider)
+        DagsterStorage.__init__(self)
+        for storage in (self._run_storage, self._event_log_storage):
+            storage.optimize_for_webserver(_STATEMENT_TIMEOUT_MS, _POOL_RECYCLE_S, _MAX_OVERFLOW)
+        # Dagster batches events only when this variable is set, and reads it in whichever
+        # process stores them: the daemon (a sensor's runs are planned there), a run worker,
+        # `kb ingest`. Every one of them opens its instance through this storage.
+        os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", str(EVENT_BATCH_SIZE))
 
     @classmethod
     def from_config_value(
@@ -44,3 +76,33 @@ class PooledPostgresStorage(DagsterPostgresStorage):
             should_autocreate_tables=config_value.get("should_autocreate_tables", True),
             token_provider=get_token_provider_from_config(config_value),
         )
+
+
+class _BatchedEventLogStorage(PostgresEventLogStorage):
+    """Planned materializations written in one statement per batch, like recorded ones.
+
+    dagster-postgres batches recorded materializations but stores a batch of planned ones one
+    event at a time, each in its own connection and transactions. The rows written here are the
+    same: each event in the event log with its partition, its tags, and the asset's entry
+    updated with the asset's latest event of the batch (each update overwrites the last)."""
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        planned: list[EventLogEntry] = []
+        others: list[EventLogEntry] = []  # a run's plan holds its asset checks' plans too
+        for event in events:
+            kind = event.get_dagster_event().event_type
+            (planned if kind == DagsterEventType.ASSET_MATERIALIZATION_PLANNED else others
+             ).append(event)
+        if others:
+            super().store_event_batch(others)
+        if not planned:
+            return
+        with self._connect() as conn:
+            ids = [row[0] for row in conn.execute(
+                self.prepare_insert_event_batch(planned).returning(SqlEventLogStorageTable.c.id))]
+        latest = {event.get_dagster_event().asset_key: (event, event_id)
+                  for event, event_id in zip(planned, ids, strict=True)}
+        with self.index_transaction() as conn:
+            self._store_asset_event_tags(conn, planned, ids)
+            for event, event_id in latest.values():
+                self._store_asset_event(conn, event, event_id)

@@ -343,10 +343,12 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
         if row is None:  # its file left the catalogue: the staged version has nowhere to go
             conn.execute(query("unstage"), params)
             return None
-        conn.execute(query("keyword_df_remove"), {"uris": [params["uri"]]})
-        conn.execute(query("delete_chunks"), {"document_id": row[0]})
+        document_id, created = row
+        if not created:  # a new document (a rebuild's every one) has nothing to take out
+            conn.execute(query("keyword_df_remove"), {"uris": [params["uri"]]})
+            conn.execute(query("delete_chunks"), {"document_id": document_id})
         vectors = conn.execute(
-            query("insert_chunks"), {**params, "document_id": row[0]}
+            query("insert_chunks"), {**params, "document_id": document_id}
         ).rowcount
         chunks, views, checksum = staged
         if vectors != views:
@@ -356,7 +358,7 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
                 f"only {vectors} of {views} embedding views had vectors; not indexed",
                 checksum,
             )
-        conn.execute(query("keyword_df_add"), {"document_id": row[0]})
+        conn.execute(query("keyword_df_add"), {"document_id": document_id})
         conn.execute(query("resolve_failures"), params)
         conn.execute(query("unstage"), params)
     return chunks

@@ -80,7 +80,8 @@ UPDATE staged_documents SET allowed_groups = %(groups)s, access_rule = %(rule)s
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
 -- name: upsert_document
--- The live row of a document, from its staged version (title and revision date from the parse).
+-- The live row of a document, from its staged version (title and revision date from the parse);
+-- with whether the row is new here (PostgreSQL 18's RETURNING old), so has no chunks to replace.
 INSERT INTO documents AS d (source_uri, path, title, mime, size_bytes, checksum, pipeline_version,
                             allowed_groups, access_rule, revision_date, revision_source,
                             file_mtime)
@@ -98,7 +99,7 @@ SET path = EXCLUDED.path, title = EXCLUDED.title, mime = EXCLUDED.mime,
     access_rule = EXCLUDED.access_rule, revision_date = EXCLUDED.revision_date,
     revision_source = EXCLUDED.revision_source, file_mtime = EXCLUDED.file_mtime,
     ingested_at = now()
-RETURNING d.id;
+RETURNING d.id, old.id IS NULL;
 
 -- name: delete_chunks
 DELETE FROM chunks WHERE document_id = %(document_id)s;

@@ -335,10 +335,13 @@ def test_repository_workspace_loads_the_kb_pipeline_code_location():
 # --- the Dagster instance ---------------------------------------------------------------
 
 
-def test_dagster_yaml_uses_postgres_storage_from_environment_variables():
+def test_dagster_yaml_uses_our_postgres_storage_from_environment_variables():
     config = yaml.safe_load(DAGSTER_YAML.read_text(encoding="utf-8"))
-    assert set(config["storage"]) == {"postgres"}
-    db = config["storage"]["postgres"]["postgres_db"]
+    assert set(config["storage"]) == {"custom"}
+    storage = config["storage"]["custom"]
+    assert (storage["module"], storage["class"]) == (
+        "kb_pipeline.dagster_storage", "PooledPostgresStorage")
+    db = storage["config"]["postgres_db"]
     for key in ("hostname", "username", "password", "db_name"):
         assert set(db[key]) == {"env"}, f"{key} must come from the environment"
     assert db["scheme"] == "postgresql+psycopg2"
@@ -370,7 +373,7 @@ def test_dagster_yaml_passes_dagsters_own_instance_schema(dagster_instance_dir):
 
     config, custom_class = dagster_instance_config(str(dagster_instance_dir))
     assert custom_class is None
-    assert "postgres" in config["storage"]
+    assert "custom" in config["storage"]
 
 
 def test_dagster_instance_stores_runs_in_the_dagster_database_through_psycopg2(
@@ -379,16 +382,17 @@ def test_dagster_instance_stores_runs_in_the_dagster_database_through_psycopg2(
     pytest.importorskip("dagster_postgres")
     from dagster._config import process_config
     from dagster._core.instance.ref import InstanceRef
-    from dagster_postgres import DagsterPostgresStorage
     from dagster_postgres.utils import pg_url_from_config
+
+    from kb_pipeline.dagster_storage import PooledPostgresStorage
 
     ref = InstanceRef.from_dir(str(dagster_instance_dir))
     assert (ref.storage_data.module_name, ref.storage_data.class_name) == (
-        "dagster_postgres",
-        "DagsterPostgresStorage",
+        "kb_pipeline.dagster_storage",
+        "PooledPostgresStorage",
     )
     processed = process_config(
-        DagsterPostgresStorage.config_type(), yaml.safe_load(ref.storage_data.config_yaml)
+        PooledPostgresStorage.config_type(), yaml.safe_load(ref.storage_data.config_yaml)
     )
     assert processed.success, processed.errors
     assert (

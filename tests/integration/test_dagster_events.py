@@ -1,0 +1,72 @@
+"""Dagster's instance on our PostgreSQL storage (kb_pipeline/dagster_storage.py), as `kb up`,
+`kb ingest` and `kb generation rebuild` open it: a run over many document partitions records
+each partition's planned and recorded materializations, and writes them in a few statements,
+not one connection and two transactions per event."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+import pytest
+
+from kb_cli.dagster_home import dagster_instance
+from kb_core.database import dagster_storage_url
+from kb_core.settings import Settings
+from kb_pipeline.in_process import ingest_paths
+
+ASSETS = ("raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "search_index")
+
+
+@pytest.fixture
+def pg_settings(settings: Settings, admin_url: str, tmp_path: Path,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """Settings whose Dagster instance lives in a database of its own on the test server."""
+    # The storage sets the variable in this process; recorded as unset, so it is unset again.
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "")
+    monkeypatch.delenv("DAGSTER_EVENT_BATCH_SIZE")
+    name = f"d_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield dataclasses.replace(settings, home=tmp_path / "home",
+                              dagster_database_url=admin_url.replace("/postgres?", f"/{name}?"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_a_runs_materializations_are_all_recorded_in_batched_writes(pg_settings, tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "_access.toml").write_text('groups = ["all-employees"]\n')
+    for n in range(12):
+        (folder / f"rule{n:02d}.md").write_text(
+            f"# 規程{n}\n\n第1条（目的）\nこの規程は手続{n}を定める。\n", encoding="utf-8")
+    keys = {str(path) for path in folder.glob("*.md")}
+
+    with dagster_instance(pg_settings) as instance:
+        summary = ingest_paths([folder], None, pg_settings, instance)
+        assert (summary.ingested, summary.failed) == (12, [])
+        (run,) = instance.get_run_records()
+        for asset in ASSETS:
+            assert instance.get_materialized_partitions(dg.AssetKey(asset)) == keys
+            assert instance.get_latest_materialization_event(
+                dg.AssetKey(asset)).run_id == run.dagster_run.run_id
+
+    url = dagster_storage_url(pg_settings).replace("postgresql+psycopg2://", "postgresql://")
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT dagster_event_type, asset_key, partition, xmin::text FROM event_logs "
+            "WHERE dagster_event_type IN ('ASSET_MATERIALIZATION_PLANNED', "
+            "'ASSET_MATERIALIZATION')").fetchall()
+    for kind in ("ASSET_MATERIALIZATION_PLANNED", "ASSET_MATERIALIZATION"):
+        events = [row for row in rows if row[0] == kind]
+        assert sorted((asset, partition) for _, asset, partition, _ in events) == sorted(
+            (f'["{asset}"]', key) for asset in ASSETS for key in keys)
+        # Rows inserted by one statement share its transaction: the run's plan is one write,
+        # each step's materializations one more.
+        writes = {transaction for *_, transaction in events}
+        assert len(writes) == (1 if kind == "ASSET_MATERIALIZATION_PLANNED" else len(ASSETS))
