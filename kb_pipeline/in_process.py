@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 import msgspec
+import psycopg
 
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
@@ -42,6 +43,7 @@ from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
     GENERATION_TAG,
     MAX_REBUILT_PER_RUN,
+    PartitionChanges,
     apply_partition_changes,
     fail_abandoned_runs,
     partition_changes,
@@ -52,7 +54,9 @@ from kb_pipeline.runs import (
 )
 from kb_pipeline.stages import pipeline_version
 
-__all__ = ["IngestFailure", "IngestSummary", "ingest_paths", "rebuild_in_process"]
+__all__ = [
+    "IngestFailure", "IngestSummary", "ingest_paths", "rebuild_in_process", "register_paths",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,29 +93,14 @@ def ingest_paths(
     KB_EMBED_URLS cannot embed for this one."""
     database_url = _database_url(settings)
     embedder = make_embedder(settings.embedder)
-    version = pipeline_version(embedder)
     fail_abandoned_runs(instance)
-    plan = IngestPlan()
     with connect(database_url, autocommit=True) as conn:
         # Refused before any file is registered or run launched: every run would fail on it.
         check_index_model(conn, embedder)
         since = conn.execute(query("database_now")).fetchone()[0]
         sweep_staging(conn, instance)
-        content_only = live_awaits_rebuild(conn, version)
-        for path in paths:
-            path = path.expanduser().resolve()
-            # As in the sensor: an oversized file is refused from its size, never read.
-            if path.is_dir():
-                plan.merge(plan_folder(conn, path, version, groups, settings.max_file_bytes,
-                                       content_only=content_only))
-            elif path.is_file():
-                plan.merge(plan_files(conn, path.parent, [path], version, groups,
-                                      settings.max_file_bytes, content_only=content_only))
-            else:
-                plan.warnings.append(f"{path}: no such file or folder")
-        forget_files(conn, plan.deleted)
-        partitions = partition_changes(conn, instance, plan.seen)
-    apply_partition_changes(instance, partitions)
+        plan, partitions = register_paths(
+            conn, instance, paths, groups, settings, pipeline_version(embedder))
     report("files", count=len(set(plan.seen)))
     report("unchanged", count=len(plan.unchanged))
     report("deleted", count=len(plan.deleted))
@@ -137,6 +126,32 @@ def ingest_paths(
             broken_runs.append(result.run_id)
     elsewhere = _await_other_runs(database_url, instance, plan.changed, run_ids)
     return _summarize(plan, database_url, since, run_ids, broken_runs, elsewhere)
+
+
+def register_paths(
+    conn: psycopg.Connection, instance: dg.DagsterInstance, paths: list[Path],
+    groups: tuple[str, ...] | None, settings: Settings, version: str,
+) -> tuple[IngestPlan, PartitionChanges]:
+    """Plan files and folders like watched folders (deletions included) for pipeline
+    `version`, and bring the catalogue and the documents partitions up to date with them;
+    nothing is ingested."""
+    content_only = live_awaits_rebuild(conn, version)
+    plan = IngestPlan()
+    for path in paths:
+        path = path.expanduser().resolve()
+        # As in the sensor: an oversized file is refused from its size, never read.
+        if path.is_dir():
+            plan.merge(plan_folder(conn, path, version, groups, settings.max_file_bytes,
+                                   content_only=content_only))
+        elif path.is_file():
+            plan.merge(plan_files(conn, path.parent, [path], version, groups,
+                                  settings.max_file_bytes, content_only=content_only))
+        else:
+            plan.warnings.append(f"{path}: no such file or folder")
+    forget_files(conn, plan.deleted)
+    partitions = partition_changes(conn, instance, plan.seen)
+    apply_partition_changes(instance, partitions)
+    return plan, partitions
 
 
 def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Generation:
