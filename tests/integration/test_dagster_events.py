@@ -1,7 +1,8 @@
 """Dagster's instance on our PostgreSQL storage (kb_pipeline/dagster_storage.py), as `kb up`,
 `kb ingest` and `kb generation rebuild` open it: a run over many document partitions records
 each partition's planned and recorded materializations, and writes them in a few statements,
-not one connection and two transactions per event."""
+not one connection and two transactions per event; the partition keys it keeps follow changes
+made by any process."""
 
 from __future__ import annotations
 
@@ -70,3 +71,20 @@ def test_a_runs_materializations_are_all_recorded_in_batched_writes(pg_settings,
         # each step's materializations one more.
         writes = {transaction for *_, transaction in events}
         assert len(writes) == (1 if kind == "ASSET_MATERIALIZATION_PLANNED" else len(ASSETS))
+
+
+def test_partition_keys_read_by_one_instance_follow_changes_made_through_another(pg_settings):
+    with dagster_instance(pg_settings) as reader, dagster_instance(pg_settings) as writer:
+        writer.add_dynamic_partitions("documents", ["/kb/a.md", "/kb/b.md"])
+        assert reader.get_dynamic_partitions("documents") == ["/kb/a.md", "/kb/b.md"]
+        assert reader.get_dynamic_partitions("documents") == ["/kb/a.md", "/kb/b.md"]
+        writer.add_dynamic_partitions("documents", ["/kb/c.md"])
+        assert reader.get_dynamic_partitions("documents") == ["/kb/a.md", "/kb/b.md", "/kb/c.md"]
+        # One key out and one in: as many keys as before, so only the greatest id tells.
+        writer.delete_dynamic_partition("documents", "/kb/a.md")
+        writer.add_dynamic_partitions("documents", ["/kb/d.md"])
+        assert reader.get_dynamic_partitions("documents") == ["/kb/b.md", "/kb/c.md", "/kb/d.md"]
+        # An older key out: the greatest id stays, the count tells.
+        writer.delete_dynamic_partition("documents", "/kb/b.md")
+        assert reader.get_dynamic_partitions("documents") == ["/kb/c.md", "/kb/d.md"]
+        assert reader.get_dynamic_partitions("generations") == []
