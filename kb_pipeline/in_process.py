@@ -39,6 +39,7 @@ from kb_pipeline.defs.generations import (
 )
 from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
 from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
+from kb_pipeline.rebuild_runs import execute_runs
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
     GENERATION_TAG,
@@ -160,25 +161,20 @@ def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Gene
     alone meanwhile."""
     version = pipeline_version(make_embedder(settings.embedder))
     keys = instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS.name)
-    own = process_tags()
-    definitions = make_definitions(settings)
-    ingest = definitions.resolve_job_def(INGEST_JOB.name)
     with connect(_database_url(settings), autocommit=True) as conn:
         gen = create_generation(conn, version)
         with claimed(conn, gen.id):
             while stale := stale_keys(conn, generation(conn, gen.id), version, settings, keys):
                 mark_round_launched(conn, gen.id)
                 report("files", count=len(stale))
-                for first, last in partition_ranges(keys, stale, MAX_REBUILT_PER_RUN):
-                    ingest.execute_in_process(
-                        instance=instance, tags={**rebuild_tags(gen.id, first, last), **own},
-                        run_config={**raw_config(settings), **IN_PROCESS_LOGGING},
-                        raise_on_error=False)
+                execute_runs(settings, instance, [
+                    rebuild_tags(gen.id, first, last)
+                    for first, last in partition_ranges(keys, stale, MAX_REBUILT_PER_RUN)])
             set_state(conn, gen.id, "evaluating")
             instance.add_dynamic_partitions(GENERATIONS_PARTITIONS.name, [str(gen.id)])
-            definitions.resolve_job_def(GATE_JOB.name).execute_in_process(
+            make_definitions(settings).resolve_job_def(GATE_JOB.name).execute_in_process(
                 instance=instance, partition_key=str(gen.id), run_config=IN_PROCESS_LOGGING,
-                tags={GENERATION_TAG: str(gen.id), **own}, raise_on_error=False)
+                tags={GENERATION_TAG: str(gen.id), **process_tags()}, raise_on_error=False)
         return generation(conn, gen.id)
 
 

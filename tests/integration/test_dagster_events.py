@@ -2,11 +2,14 @@
 `kb ingest` and `kb generation rebuild` open it: a run over many document partitions records
 each partition's planned and recorded materializations, and writes them in a few statements,
 not one connection and two transactions per event; the partition keys it keeps follow changes
-made by any process."""
+made by any process; a rebuild's runs are executed by worker processes, two at a time, whose
+progress and log records reach the process that asked for the rebuild."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +20,13 @@ import pytest
 
 from kb_cli.dagster_home import dagster_instance
 from kb_core.database import dagster_storage_url
+from kb_core.progress import listening
 from kb_core.settings import Settings
-from kb_pipeline.in_process import ingest_paths
+from kb_pipeline import in_process
+from kb_pipeline.defs.ingestion import INGEST_JOB
+from kb_pipeline.defs.run_logging import EVENTS_LOGGER
+from kb_pipeline.in_process import ingest_paths, rebuild_in_process
+from kb_pipeline.runs import GENERATION_TAG, PID_TAG
 
 ASSETS = ("raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "search_index")
 
@@ -39,14 +47,19 @@ def pg_settings(settings: Settings, admin_url: str, tmp_path: Path,
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-def test_a_runs_materializations_are_all_recorded_in_batched_writes(pg_settings, tmp_path):
-    folder = tmp_path / "kb"
+def rules(folder: Path, count: int) -> set[str]:
+    """`count` short rules in `folder`, for every employee; their partition keys."""
     folder.mkdir()
     (folder / "_access.toml").write_text('groups = ["all-employees"]\n')
-    for n in range(12):
+    for n in range(count):
         (folder / f"rule{n:02d}.md").write_text(
             f"# 規程{n}\n\n第1条（目的）\nこの規程は手続{n}を定める。\n", encoding="utf-8")
-    keys = {str(path) for path in folder.glob("*.md")}
+    return {str(path) for path in folder.glob("*.md")}
+
+
+def test_a_runs_materializations_are_all_recorded_in_batched_writes(pg_settings, tmp_path):
+    folder = tmp_path / "kb"
+    keys = rules(folder, 12)
 
     with dagster_instance(pg_settings) as instance:
         summary = ingest_paths([folder], None, pg_settings, instance)
@@ -88,3 +101,29 @@ def test_partition_keys_read_by_one_instance_follow_changes_made_through_another
         writer.delete_dynamic_partition("documents", "/kb/b.md")
         assert reader.get_dynamic_partitions("documents") == ["/kb/c.md", "/kb/d.md"]
         assert reader.get_dynamic_partitions("generations") == []
+
+
+def test_a_rebuilds_runs_are_executed_two_at_a_time_by_workers_that_report_here(
+        pg_settings, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0")  # the stand-in embedder's recall says nothing
+    monkeypatch.setattr(in_process, "MAX_REBUILT_PER_RUN", 4)
+    folder = tmp_path / "kb"
+    keys = rules(folder, 12)
+    reports: list[tuple[str, str | None]] = []
+    with dagster_instance(pg_settings) as instance:
+        ingest_paths([folder], None, pg_settings, instance)
+        with (listening(lambda event, uri, _count: reports.append((event, uri))),
+              caplog.at_level(logging.DEBUG, logger=EVENTS_LOGGER)):
+            gen = rebuild_in_process(pg_settings, instance)
+        runs = [r.dagster_run for r in instance.get_run_records(
+            dg.RunsFilter(job_name=INGEST_JOB.name, tags={GENERATION_TAG: str(gen.id)}))]
+
+    assert gen.state == "live", gen.note
+    assert len(runs) == 3 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+    # Each run names the worker that executed it, for fail_abandoned_runs; the instance's
+    # limit (two, as `kb up` writes it) gives two workers.
+    workers = {run.tags[PID_TAG] for run in runs}
+    assert len(workers) == 2 and str(os.getpid()) not in workers
+    assert {uri for event, uri in reports if event == "indexed"} == keys
+    relayed = {record.process for record in caplog.records if record.name == EVENTS_LOGGER}
+    assert {str(pid) for pid in relayed} >= workers

@@ -1,0 +1,148 @@
+"""A rebuild round's ingest runs (`kb generation rebuild`), executed by worker processes as many
+at a time as the Dagster instance lets its daemon launch (`concurrency: runs:`, two on `kb up`'s
+instance), as the sensor's runs of a rebuild are. One process runs one run at a time, and left
+the second core mostly idle (load ~1.0-1.5 on 2 cores).
+
+Each worker builds the ingest job and the instance once and tags its runs with its own process
+id, so `fail_abandoned_runs` finds them if it dies. What the stages report (kb_core.progress) and
+log in a worker comes back to this process over one queue, so the live display and the log file
+follow the runs as they did when the runs ran here.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import multiprocessing
+import os
+import queue
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+
+import dagster as dg
+from dagster._core.instance.ref import InstanceRef  # what get_ref returns; not exported
+
+from kb_core.progress import listening, report
+from kb_core.settings import Settings
+from kb_pipeline.definitions import make_definitions
+from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.run_logging import EVENTS_LOGGER, IN_PROCESS_LOGGING
+from kb_pipeline.runs import process_tags
+
+__all__ = ["concurrent_runs", "execute_runs"]
+
+log = logging.getLogger(__name__)
+
+_RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({})))
+
+
+def concurrent_runs(instance: dg.DagsterInstance) -> int:
+    """How many runs the instance's run queue launches at once (at least one)."""
+    run_queue = instance.get_concurrency_config().run_queue_config
+    limit = run_queue.max_concurrent_runs if run_queue else 1
+    return limit if limit > 0 else os.cpu_count() or 1  # a negative limit means none
+
+
+def execute_runs(settings: Settings, instance: dg.DagsterInstance,
+                 tags: list[dict[str, str]]) -> None:
+    """Execute the ingest job once per entry of `tags` (each names a run's partition range),
+    `concurrent_runs` at a time, and return when all have ended. A run that fails is recorded
+    by Dagster as failed, as the sensor's would be; an error outside the runs is raised."""
+    if not tags:
+        return
+    context = multiprocessing.get_context("spawn")  # a fork would copy this process's pools
+    messages = context.Queue()
+    root = logging.getLogger()
+    levels = {"": root.level, EVENTS_LOGGER: logging.getLogger(EVENTS_LOGGER).level}
+    with ProcessPoolExecutor(
+        min(concurrent_runs(instance), len(tags)), mp_context=context,
+        initializer=_start_worker, initargs=(settings, instance.get_ref(), messages, levels),
+    ) as workers:
+        pending = {workers.submit(_run, run_tags) for run_tags in tags}
+        received = sent = 0
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            received += _relay(messages, block=False)
+            sent += sum(future.result() for future in done)
+        # A worker's last messages may still be in its queue's pipe when its run has returned.
+        while received < sent:
+            if not (relayed := _relay(messages, block=True)):
+                log.warning("%d messages of the rebuild's workers were lost", sent - received)
+                break
+            received += relayed
+
+
+def _relay(messages: multiprocessing.Queue, block: bool) -> int:
+    """Pass the workers' messages on, as if made here; return how many. With `block`, wait
+    for at least one (5 s at most)."""
+    count = 0
+    while True:
+        try:
+            message = messages.get(block=block and count == 0, timeout=5.0)
+        except queue.Empty:
+            return count
+        count += 1
+        if isinstance(message, logging.LogRecord):
+            logging.getLogger(message.name).handle(message)
+        else:
+            report(*message)
+
+
+@dataclass
+class _Worker:
+    job: dg.JobDefinition
+    instance: dg.DagsterInstance
+    run_config: dict
+    messages: multiprocessing.Queue
+    sent: int = 0
+    accounted: int = 0  # of `sent`, what the runs executed so far returned
+
+    def send(self, message: object) -> None:
+        self.messages.put(message)
+        self.sent += 1
+
+
+_worker: _Worker | None = None
+
+
+def _start_worker(settings: Settings, ref: InstanceRef, messages: multiprocessing.Queue,
+                  levels: dict[str, int]) -> None:
+    global _worker
+    _worker = _Worker(make_definitions(settings).resolve_job_def(INGEST_JOB.name),
+                      dg.DagsterInstance.from_ref(ref),
+                      {**raw_config(settings), **IN_PROCESS_LOGGING}, messages)
+    logging.getLogger().handlers[:] = [_Forward(_worker)]
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    logging.captureWarnings(True)
+
+
+class _Forward(logging.handlers.QueueHandler):
+    """A log record, made picklable (message formatted, traceback as text), sent to the
+    parent."""
+
+    def __init__(self, worker: _Worker) -> None:
+        super().__init__(worker.messages)
+        self.worker = worker
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        # Only what every record holds: Dagster's records carry their event as an extra.
+        prepared = super().prepare(record)
+        return logging.makeLogRecord(
+            {k: v for k, v in vars(prepared).items() if k in _RECORD_ATTRIBUTES})
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        self.worker.send(record)
+
+
+def _run(tags: dict[str, str]) -> int:
+    """Execute one run; return how many messages the worker sent since its last run returned
+    (its start's log records too), so the parent knows how many to wait for."""
+    assert _worker is not None, "the pool's initializer starts the worker"
+    with listening(lambda event, uri, count: _worker.send((event, uri, count))):
+        _worker.job.execute_in_process(instance=_worker.instance,
+                                       tags={**tags, **process_tags()},
+                                       run_config=_worker.run_config, raise_on_error=False)
+    sent, _worker.accounted = _worker.sent - _worker.accounted, _worker.sent
+    return sent
+
