@@ -1,6 +1,7 @@
 """The in-process drivers: `kb ingest` (the sensor's decisions for paths given on the shell) and
-`kb generation rebuild`, executed in this process through the same asset graph, so their runs
-show in the Dagster UI like the sensor's."""
+`kb generation rebuild`, driven from this process through the same asset graph, so their runs
+show in the Dagster UI like the sensor's (executed two at a time by worker processes when there
+are several: kb_pipeline/run_workers.py)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,8 @@ from kb_pipeline.defs.generations import (
     rebuild_tags,
     stale_keys,
 )
-from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
 from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
-from kb_pipeline.rebuild_runs import execute_runs
+from kb_pipeline.run_workers import execute_runs
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
     GENERATION_TAG,
@@ -111,20 +111,11 @@ def ingest_paths(
         # Refused here, naming the server, rather than in every run's embedding step.
         embedder.probe()
 
-    job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
-    run_ids: list[str] = []
-    broken_runs: list[str] = []
-    own_tags = process_tags()
-    for first, last in partition_ranges(partitions.ordered, plan.changed):
-        result = job.execute_in_process(
-            instance=instance,
-            tags={**range_tags(first, last), **own_tags},
-            run_config={**raw_config(settings), **IN_PROCESS_LOGGING},
-            raise_on_error=False,
-        )
-        run_ids.append(result.run_id)
-        if not result.success:
-            broken_runs.append(result.run_id)
+    runs = execute_runs(settings, instance, [
+        range_tags(first, last)
+        for first, last in partition_ranges(partitions.ordered, plan.changed)])
+    run_ids = [run_id for run_id, _ in runs]
+    broken_runs = [run_id for run_id, success in runs if not success]
     elsewhere = _await_other_runs(database_url, instance, plan.changed, run_ids)
     return _summarize(plan, database_url, since, run_ids, broken_runs, elsewhere)
 

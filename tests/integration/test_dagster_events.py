@@ -26,7 +26,7 @@ from kb_pipeline import in_process
 from kb_pipeline.defs.ingestion import INGEST_JOB
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process
-from kb_pipeline.runs import GENERATION_TAG, PID_TAG
+from kb_pipeline.runs import GENERATION_TAG, PID_TAG, partition_ranges
 
 ASSETS = ("raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "search_index")
 
@@ -103,27 +103,35 @@ def test_partition_keys_read_by_one_instance_follow_changes_made_through_another
         assert reader.get_dynamic_partitions("generations") == []
 
 
-def test_a_rebuilds_runs_are_executed_two_at_a_time_by_workers_that_report_here(
+def test_the_runs_of_an_ingest_and_a_rebuild_are_executed_by_two_workers_that_report_here(
         pg_settings, tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0")  # the stand-in embedder's recall says nothing
-    monkeypatch.setattr(in_process, "MAX_REBUILT_PER_RUN", 4)
+    # Runs of four documents, for an ingest (200) and a rebuild (1,000) alike.
+    monkeypatch.setattr(in_process, "partition_ranges",
+                        lambda keys, changed, _most=None: partition_ranges(keys, changed, 4))
     folder = tmp_path / "kb"
     keys = rules(folder, 12)
     reports: list[tuple[str, str | None]] = []
-    with dagster_instance(pg_settings) as instance:
-        ingest_paths([folder], None, pg_settings, instance)
-        with (listening(lambda event, uri, _count: reports.append((event, uri))),
-              caplog.at_level(logging.DEBUG, logger=EVENTS_LOGGER)):
-            gen = rebuild_in_process(pg_settings, instance)
-        runs = [r.dagster_run for r in instance.get_run_records(
+    with (dagster_instance(pg_settings) as instance,
+          listening(lambda event, uri, _count: reports.append((event, uri))),
+          caplog.at_level(logging.DEBUG, logger=EVENTS_LOGGER)):
+        summary = ingest_paths([folder], None, pg_settings, instance)
+        ingested = [r.dagster_run for r in instance.get_run_records(
+            dg.RunsFilter(job_name=INGEST_JOB.name))]
+        gen = rebuild_in_process(pg_settings, instance)
+        rebuilt = [r.dagster_run for r in instance.get_run_records(
             dg.RunsFilter(job_name=INGEST_JOB.name, tags={GENERATION_TAG: str(gen.id)}))]
 
+    assert (summary.ingested, summary.failed) == (12, [])
     assert gen.state == "live", gen.note
-    assert len(runs) == 3 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
-    # Each run names the worker that executed it, for fail_abandoned_runs; the instance's
-    # limit (two, as `kb up` writes it) gives two workers.
-    workers = {run.tags[PID_TAG] for run in runs}
-    assert len(workers) == 2 and str(os.getpid()) not in workers
-    assert {uri for event, uri in reports if event == "indexed"} == keys
-    relayed = {record.process for record in caplog.records if record.name == EVENTS_LOGGER}
-    assert {str(pid) for pid in relayed} >= workers
+    relayed = {str(record.process) for record in caplog.records
+               if record.name == EVENTS_LOGGER}
+    for runs in (ingested, rebuilt):
+        assert len(runs) == 3 and all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+        # Each run names the worker that executed it, for fail_abandoned_runs; the instance's
+        # limit (two, as `kb up` writes it) gives two workers, whose log records came here.
+        workers = {run.tags[PID_TAG] for run in runs}
+        assert len(workers) == 2 and str(os.getpid()) not in workers
+        assert relayed >= workers
+    indexed = [uri for event, uri in reports if event == "indexed"]
+    assert sorted(indexed) == sorted([*keys, *keys])  # each document once by each

@@ -1,7 +1,8 @@
-"""A rebuild round's ingest runs (`kb generation rebuild`), executed by worker processes as many
-at a time as the Dagster instance lets its daemon launch (`concurrency: runs:`, two on `kb up`'s
-instance), as the sensor's runs of a rebuild are. One process runs one run at a time, and left
-the second core mostly idle (load ~1.0-1.5 on 2 cores).
+"""The ingest runs of `kb ingest` and `kb generation rebuild`, executed by worker processes as
+many at a time as the Dagster instance lets its daemon launch (`concurrency: runs:`, two on
+`kb up`'s instance), as the sensor's runs are. One process runs one run at a time, and left the
+second core mostly idle (load ~1.0-1.5 on 2 cores). A single run is executed here: a worker
+would only add its start (a new interpreter, Dagster and the job: seconds).
 
 Each worker builds the ingest job and the instance once and tags its runs with its own process
 id, so `fail_abandoned_runs` finds them if it dies. What the stages report (kb_core.progress) and
@@ -44,12 +45,13 @@ def concurrent_runs(instance: dg.DagsterInstance) -> int:
 
 
 def execute_runs(settings: Settings, instance: dg.DagsterInstance,
-                 tags: list[dict[str, str]]) -> None:
+                 tags: list[dict[str, str]]) -> list[tuple[str, bool]]:
     """Execute the ingest job once per entry of `tags` (each names a run's partition range),
-    `concurrent_runs` at a time, and return when all have ended. A run that fails is recorded
-    by Dagster as failed, as the sensor's would be; an error outside the runs is raised."""
-    if not tags:
-        return
+    `concurrent_runs` at a time; return each run's id and whether it succeeded, in the order of
+    `tags`, when all have ended. A run that fails is recorded by Dagster as failed, as the
+    sensor's would be; an error outside the runs is raised."""
+    if len(tags) <= 1:
+        return [_Runner(settings, instance).run(run_tags) for run_tags in tags]
     context = multiprocessing.get_context("spawn")  # a fork would copy this process's pools
     messages = context.Queue()
     root = logging.getLogger()
@@ -58,18 +60,34 @@ def execute_runs(settings: Settings, instance: dg.DagsterInstance,
         min(concurrent_runs(instance), len(tags)), mp_context=context,
         initializer=_start_worker, initargs=(settings, instance.get_ref(), messages, levels),
     ) as workers:
-        pending = {workers.submit(_run, run_tags) for run_tags in tags}
-        received = sent = 0
+        futures = [workers.submit(_run, run_tags) for run_tags in tags]
+        pending, received, sent = set(futures), 0, 0
         while pending:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             received += _relay(messages, block=False)
-            sent += sum(future.result() for future in done)
+            sent += sum(future.result()[1] for future in done)
         # A worker's last messages may still be in its queue's pipe when its run has returned.
         while received < sent:
             if not (relayed := _relay(messages, block=True)):
-                log.warning("%d messages of the rebuild's workers were lost", sent - received)
+                log.warning("%d messages of the run workers were lost", sent - received)
                 break
             received += relayed
+    return [future.result()[0] for future in futures]
+
+
+class _Runner:
+    """The ingest job on an instance, executed in this process."""
+
+    def __init__(self, settings: Settings, instance: dg.DagsterInstance) -> None:
+        self.job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
+        self.instance = instance
+        self.run_config = {**raw_config(settings), **IN_PROCESS_LOGGING}
+
+    def run(self, tags: dict[str, str]) -> tuple[str, bool]:
+        result = self.job.execute_in_process(
+            instance=self.instance, tags={**tags, **process_tags()},
+            run_config=self.run_config, raise_on_error=False)
+        return result.run_id, result.success
 
 
 def _relay(messages: multiprocessing.Queue, block: bool) -> int:
@@ -90,9 +108,7 @@ def _relay(messages: multiprocessing.Queue, block: bool) -> int:
 
 @dataclass
 class _Worker:
-    job: dg.JobDefinition
-    instance: dg.DagsterInstance
-    run_config: dict
+    runner: _Runner
     messages: multiprocessing.Queue
     sent: int = 0
     accounted: int = 0  # of `sent`, what the runs executed so far returned
@@ -108,9 +124,7 @@ _worker: _Worker | None = None
 def _start_worker(settings: Settings, ref: InstanceRef, messages: multiprocessing.Queue,
                   levels: dict[str, int]) -> None:
     global _worker
-    _worker = _Worker(make_definitions(settings).resolve_job_def(INGEST_JOB.name),
-                      dg.DagsterInstance.from_ref(ref),
-                      {**raw_config(settings), **IN_PROCESS_LOGGING}, messages)
+    _worker = _Worker(_Runner(settings, dg.DagsterInstance.from_ref(ref)), messages)
     logging.getLogger().handlers[:] = [_Forward(_worker)]
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
@@ -135,14 +149,12 @@ class _Forward(logging.handlers.QueueHandler):
         self.worker.send(record)
 
 
-def _run(tags: dict[str, str]) -> int:
-    """Execute one run; return how many messages the worker sent since its last run returned
-    (its start's log records too), so the parent knows how many to wait for."""
+def _run(tags: dict[str, str]) -> tuple[tuple[str, bool], int]:
+    """Execute one run; return its id and success, and how many messages the worker sent since
+    its last run returned (its start's log records too), so the parent knows how many to wait
+    for."""
     assert _worker is not None, "the pool's initializer starts the worker"
     with listening(lambda event, uri, count: _worker.send((event, uri, count))):
-        _worker.job.execute_in_process(instance=_worker.instance,
-                                       tags={**tags, **process_tags()},
-                                       run_config=_worker.run_config, raise_on_error=False)
+        result = _worker.runner.run(tags)
     sent, _worker.accounted = _worker.sent - _worker.accounted, _worker.sent
-    return sent
-
+    return result, sent
