@@ -1,8 +1,9 @@
 """The ingest runs of `kb ingest` and `kb generation rebuild`, executed by worker processes as
 many at a time as the Dagster instance lets its daemon launch (`concurrency: runs:`, two on
 `kb up`'s instance), as the sensor's runs are. One process runs one run at a time, and left the
-second core mostly idle (load ~1.0-1.5 on 2 cores). A single run is executed here: a worker
-would only add its start (a new interpreter, Dagster and the job: seconds).
+second core mostly idle (load ~1.0-1.5 on 2 cores). Runs that would go one at a time anyway (a
+single run, or an instance that launches one at a time) are executed here: a worker would only
+add its start (a new interpreter, Dagster and the job: seconds).
 
 Each worker builds the ingest job and the instance once and tags its runs with its own process
 id, so `fail_abandoned_runs` finds them if it dies. What the stages report (kb_core.progress) and
@@ -50,17 +51,21 @@ def execute_runs(settings: Settings, instance: dg.DagsterInstance,
     `concurrent_runs` at a time; return each run's id and whether it succeeded, in the order of
     `tags`, when all have ended. A run that fails is recorded by Dagster as failed, as the
     sensor's would be; an error outside the runs is raised."""
-    if len(tags) <= 1:
-        return [_Runner(settings, instance).run(run_tags) for run_tags in tags]
+    if not tags:
+        return []
+    workers = min(concurrent_runs(instance), len(tags))
+    if workers == 1:
+        runner = _Runner(settings, instance)
+        return [runner.run(run_tags) for run_tags in tags]
     context = multiprocessing.get_context("spawn")  # a fork would copy this process's pools
     messages = context.Queue()
     root = logging.getLogger()
     levels = {"": root.level, EVENTS_LOGGER: logging.getLogger(EVENTS_LOGGER).level}
     with ProcessPoolExecutor(
-        min(concurrent_runs(instance), len(tags)), mp_context=context,
-        initializer=_start_worker, initargs=(settings, instance.get_ref(), messages, levels),
-    ) as workers:
-        futures = [workers.submit(_run, run_tags) for run_tags in tags]
+        workers, mp_context=context, initializer=_start_worker,
+        initargs=(settings, instance.get_ref(), messages, levels),
+    ) as pool:
+        futures = [pool.submit(_run, run_tags) for run_tags in tags]
         pending, received, sent = set(futures), 0, 0
         while pending:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
