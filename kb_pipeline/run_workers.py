@@ -112,37 +112,45 @@ def _relay(messages: multiprocessing.Queue, block: bool) -> int:
 
 
 @dataclass
-class _Worker:
-    runner: _Runner
-    messages: multiprocessing.Queue
+class _Messages:
+    """What a worker sends to the parent (log records, progress reports), counted."""
+
+    queue: multiprocessing.Queue
     sent: int = 0
     accounted: int = 0  # of `sent`, what the runs executed so far returned
 
     def send(self, message: object) -> None:
-        self.messages.put(message)
+        self.queue.put(message)
         self.sent += 1
 
+    def since_accounted(self) -> int:
+        count, self.accounted = self.sent - self.accounted, self.sent
+        return count
 
-_worker: _Worker | None = None
+
+# A worker's own: set by the pool's initializer.
+_messages: _Messages | None = None
+_runner: _Runner | None = None
 
 
 def _start_worker(settings: Settings, ref: InstanceRef, messages: multiprocessing.Queue,
                   levels: dict[str, int]) -> None:
-    global _worker
-    _worker = _Worker(_Runner(settings, dg.DagsterInstance.from_ref(ref)), messages)
-    logging.getLogger().handlers[:] = [_Forward(_worker)]
+    global _messages, _runner
+    _messages = _Messages(messages)
+    logging.getLogger().handlers[:] = [_Forward(_messages)]
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
     logging.captureWarnings(True)
+    _runner = _Runner(settings, dg.DagsterInstance.from_ref(ref))
 
 
 class _Forward(logging.handlers.QueueHandler):
     """A log record, made picklable (message formatted, traceback as text), sent to the
     parent."""
 
-    def __init__(self, worker: _Worker) -> None:
-        super().__init__(worker.messages)
-        self.worker = worker
+    def __init__(self, messages: _Messages) -> None:
+        super().__init__(messages.queue)
+        self.messages = messages
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         # Only what every record holds: Dagster's records carry their event as an extra.
@@ -151,15 +159,15 @@ class _Forward(logging.handlers.QueueHandler):
             {k: v for k, v in vars(prepared).items() if k in _RECORD_ATTRIBUTES})
 
     def enqueue(self, record: logging.LogRecord) -> None:
-        self.worker.send(record)
+        self.messages.send(record)
 
 
 def _run(tags: dict[str, str]) -> tuple[tuple[str, bool], int]:
     """Execute one run; return its id and success, and how many messages the worker sent since
     its last run returned (its start's log records too), so the parent knows how many to wait
     for."""
-    assert _worker is not None, "the pool's initializer starts the worker"
-    with listening(lambda event, uri, count: _worker.send((event, uri, count))):
-        result = _worker.runner.run(tags)
-    sent, _worker.accounted = _worker.sent - _worker.accounted, _worker.sent
-    return result, sent
+    messages, runner = _messages, _runner
+    assert messages is not None and runner is not None, "the pool initializer starts it"
+    with listening(lambda event, uri, count: messages.send((event, uri, count))):
+        result = runner.run(tags)
+    return result, messages.since_accounted()
