@@ -349,9 +349,15 @@ def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: 
             conn.execute(query("keyword_df_remove"), {"uris": forgotten})
             conn.execute(query("delete_documents"), {"uris": forgotten})
         conn.execute(query("generation_copy_access"))
-        for (uri,) in conn.execute(query("candidate_only_documents")).fetchall():
+        for uri, indexed_groups, indexed_rule in conn.execute(
+                query("candidate_only_documents")).fetchall():
             groups, rule = access(uri)
-            conn.execute(query("regroup_document"), {"uri": uri, "groups": groups, "rule": rule})
+            # Rewriting a document's rows with the groups they hold would cost as much as
+            # changing them (a new version of each row, the graph's entries included): at a
+            # first build, every document is the candidate's only.
+            if (groups, rule) != (indexed_groups, indexed_rule):
+                conn.execute(query("regroup_document"),
+                             {"uri": uri, "groups": groups, "rule": rule})
         for table in GENERATION_TABLES:
             conn.execute(sql.SQL("CREATE OR REPLACE VIEW {} AS SELECT * FROM {}").format(
                 sql.Identifier("public", table), sql.Identifier(schema_of(generation_id), table)))

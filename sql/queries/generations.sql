@@ -46,8 +46,9 @@ SELECT pg_advisory_lock(72190004, %(id)s);
 SELECT pg_advisory_unlock(72190004, %(id)s);
 
 -- name: candidate_only_documents
--- Documents of the candidate (first on the search path) that the live generation lacks.
-SELECT c.source_uri FROM documents c
+-- Documents of the candidate (first on the search path) that the live generation lacks, with
+-- the access they were indexed with.
+SELECT c.source_uri, c.allowed_groups, c.access_rule FROM documents c
 WHERE NOT EXISTS (SELECT 1 FROM public.documents l WHERE l.source_uri = c.source_uri);
 
 -- name: catalogue_sources

@@ -325,18 +325,27 @@ def test_publish_gives_every_document_its_current_access(settings, instance, con
     conn.execute("INSERT INTO chunks SELECT * FROM public.chunks")
     conn.execute("UPDATE documents SET allowed_groups = '{all-employees}'")
     conn.execute("UPDATE chunks SET allowed_groups = '{all-employees}'")
-    only_new = conn.execute("SELECT source_uri FROM documents WHERE path LIKE '%FAQ%'"
-                            ).fetchone()[0]
+    only_new, unchanged = [row[0] for row in conn.execute(
+        "SELECT source_uri FROM documents WHERE path LIKE '%FAQ%' OR path LIKE '%育児介護%' "
+        "ORDER BY path LIKE '%育児介護%'")]
+    conn.execute("UPDATE documents SET access_rule = 'rule-now' WHERE source_uri = %s",
+                 (unchanged,))
+    row_versions = (f"SELECT xmin::text FROM {gen.schema}.chunks WHERE document_id = "
+                    f"(SELECT id FROM {gen.schema}.documents WHERE source_uri = %s)")
+    versions = conn.execute(row_versions, (unchanged,)).fetchall()
     use_generation(conn, None)
-    conn.execute("DELETE FROM documents WHERE source_uri = %s", (only_new,))
+    conn.execute("DELETE FROM documents WHERE source_uri = ANY(%s)", ([only_new, unchanged],))
     record_evaluation(conn, gen.id, True, {}, None)
 
     asked = []
-    publish_generation(conn, gen.id, version,
-                       lambda uri: asked.append(uri) or (["it-staff"], "rule-now"))
-    assert asked == [only_new]
+    publish_generation(conn, gen.id, version, lambda uri: asked.append(uri) or (
+        (["all-employees"] if uri == unchanged else ["it-staff"]), "rule-now"))
+    assert sorted(asked) == sorted([only_new, unchanged])
     groups = dict(conn.execute("SELECT source_uri, allowed_groups FROM documents"))
     assert groups[rules] == ["narrowed"] and groups[only_new] == ["it-staff"]
+    # A document indexed with the access it has now is not written again.
+    assert groups[unchanged] == ["all-employees"]
+    assert conn.execute(row_versions, (unchanged,)).fetchall() == versions
     chunk_groups = dict(conn.execute(
         "SELECT d.source_uri, array_agg(DISTINCT g) FROM chunks c "
         "JOIN documents d ON d.id = c.document_id, unnest(c.allowed_groups) g "
