@@ -13,11 +13,14 @@ follow the runs as they did when the runs ran here.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import logging.handlers
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -63,7 +66,7 @@ def execute_runs(settings: Settings, instance: dg.DagsterInstance,
     levels = {"": root.level, EVENTS_LOGGER: logging.getLogger(EVENTS_LOGGER).level}
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_start_worker,
-        initargs=(settings, instance.get_ref(), messages, levels),
+        initargs=(settings, instance.get_ref(), messages, levels, os.getpid()),
     ) as pool:
         futures = [pool.submit(_run, run_tags) for run_tags in tags]
         pending, received, sent = set(futures), 0, 0
@@ -134,14 +137,28 @@ _runner: _Runner | None = None
 
 
 def _start_worker(settings: Settings, ref: InstanceRef, messages: multiprocessing.Queue,
-                  levels: dict[str, int]) -> None:
+                  levels: dict[str, int], parent: int) -> None:
     global _messages, _runner
+    _end_with(parent)
     _messages = _Messages(messages)
     logging.getLogger().handlers[:] = [_Forward(_messages)]
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
     logging.captureWarnings(True)
     _runner = _Runner(settings, dg.DagsterInstance.from_ref(ref))
+
+
+def _end_with(parent: int) -> None:
+    """End this worker when the command that started it ends, however it ends, as its runs
+    ended when they ran in the command's own process: its run is then abandoned, and
+    `fail_abandoned_runs` marks it failed. Left alone, a worker went on with its run for
+    minutes, and a SIGTERM waits for Dagster's handler, which lets the run go on (Linux only)."""
+    if sys.platform != "linux":
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the line above
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _Forward(logging.handlers.QueueHandler):
