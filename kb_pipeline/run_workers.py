@@ -5,10 +5,10 @@ second core mostly idle (load ~1.0-1.5 on 2 cores). Runs that would go one at a 
 single run, or an instance that launches one at a time) are executed here: a worker would only
 add its start (a new interpreter, Dagster and the job: seconds).
 
-Each worker builds the ingest job and the instance once and tags its runs with its own process
-id, so `fail_abandoned_runs` finds them if it dies. What the stages report (kb_core.progress) and
-log in a worker comes back to this process over one queue, so the live display and the log file
-follow the runs as they did when the runs ran here.
+Each worker builds the ingest job and the instance once, tags its runs with its own process id,
+so `fail_abandoned_runs` finds them if it dies, and dies with the command that started it. What
+the stages report (kb_core.progress) and log in a worker comes back to this process over one
+queue, so the live display and the log file follow the runs as they did when the runs ran here.
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER, IN_PROCESS_LOGGING
 from kb_pipeline.runs import process_tags
 
-__all__ = ["concurrent_runs", "execute_runs"]
+__all__ = ["execute_runs"]
 
 log = logging.getLogger(__name__)
 
 _RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({})))
 
 
-def concurrent_runs(instance: dg.DagsterInstance) -> int:
+def _concurrent_runs(instance: dg.DagsterInstance) -> int:
     """How many runs the instance's run queue launches at once (at least one)."""
     run_queue = instance.get_concurrency_config().run_queue_config
     limit = run_queue.max_concurrent_runs if run_queue else 1
@@ -51,12 +51,12 @@ def concurrent_runs(instance: dg.DagsterInstance) -> int:
 def execute_runs(settings: Settings, instance: dg.DagsterInstance,
                  tags: list[dict[str, str]]) -> list[tuple[str, bool]]:
     """Execute the ingest job once per entry of `tags` (each names a run's partition range),
-    `concurrent_runs` at a time; return each run's id and whether it succeeded, in the order of
+    `_concurrent_runs` at a time; return each run's id and whether it succeeded, in the order of
     `tags`, when all have ended. A run that fails is recorded by Dagster as failed, as the
     sensor's would be; an error outside the runs is raised."""
     if not tags:
         return []
-    workers = min(concurrent_runs(instance), len(tags))
+    workers = min(_concurrent_runs(instance), len(tags))
     if workers == 1:
         runner = _Runner(settings, instance)
         return [runner.run(run_tags) for run_tags in tags]
