@@ -355,7 +355,7 @@ def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: 
             # Rewriting a document's rows with the groups they hold would cost as much as
             # changing them (a new version of each row, the graph's entries included), and a
             # first build's live index holds no document: this is every one of them.
-            if (groups, rule) != (indexed_groups, indexed_rule):
+            if (sorted(groups), rule) != (sorted(indexed_groups), indexed_rule):
                 conn.execute(query("regroup_document"),
                              {"uri": uri, "groups": groups, "rule": rule})
         for table in GENERATION_TABLES:
