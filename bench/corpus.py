@@ -20,7 +20,6 @@ passages, which no installation has.
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import re
 import sys
@@ -90,7 +89,7 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
     Adding again to a larger total appends new passages (drawn with a seed of their own), so
     a benchmark can grow one index through several sizes.
     """
-    from kb_core.database import connect
+    from kb_core.database import connect, machine_memory
     from kb_core.generations import live_generation, use_generation
     from kb_core.keywords import to_tsvector_literal
 
@@ -185,8 +184,7 @@ def add_synthetic_chunks(url: str, total: int, seed: int = 7) -> int:
         # pgvector builds an HNSW graph much faster while it fits in maintenance_work_mem. A
         # view takes ~2.4 KB there (its 384 floats and 48 neighbours): 1 GB holds ~0.4M views,
         # 1M chunks have ~1.7M.
-        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        conn.execute(f"SET maintenance_work_mem = '{max(1024, physical // 4 // 2**20)}MB'")
+        conn.execute(f"SET maintenance_work_mem = '{max(1024, machine_memory() // 4 // 2**20)}MB'")
         for name, definition in indexes:
             step = time.perf_counter()
             conn.execute(definition)

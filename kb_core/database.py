@@ -20,6 +20,7 @@ __all__ = [
     "dagster_storage_url",
     "database_url",
     "embedded_status",
+    "machine_memory",
     "start_embedded",
     "stop_embedded",
 ]
@@ -60,15 +61,31 @@ def start_embedded(settings: Settings) -> str:
     return server.get_uri(KB_DATABASE)
 
 
-def _size_shared_buffers(conn: psycopg.Connection) -> bool:
-    """Give the embedded server a quarter of the machine's memory, at most 1 GB, for shared
-    buffers; return True when that needs a restart.
-
-    PostgreSQL's default 128 MB holds a fifth of a 100k-chunk index; searches then copy most
-    of their pages in from the OS cache, which cost the keyword leg a third of its time.
-    """
+def machine_memory() -> int:
+    """Bytes of memory this machine gives its processes: the physical memory, or a container's
+    (cgroup) limit when it is lower."""
     physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    wanted_mb = max(128, min(1024, physical // 4 // 2**20))
+    for limit_file in ("/sys/fs/cgroup/memory.max",  # cgroup v2; "max" when unlimited
+                       "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # v1
+        try:
+            limit = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            return min(physical, int(limit))
+    return physical
+
+
+def _size_shared_buffers(conn: psycopg.Connection) -> bool:
+    """Give the embedded server a quarter of the machine's memory (at least 128 MB) for shared
+    buffers, PostgreSQL's own advice; return True when that needs a restart.
+
+    A search reads its pages from shared buffers or copies them in from the OS cache. The
+    default 128 MB held a fifth of a 100k-chunk index and cost the keyword leg a third of its
+    time; a cap of 1 GB held a tenth of a 1M-chunk index (10 GB), and 6 GB took hybrid p50 from
+    24 to 15 ms for a caller who may read every passage (bench/search.py, README).
+    """
+    wanted_mb = max(128, machine_memory() // 4 // 2**20)
     current_mb = conn.execute(
         "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
     ).fetchone()[0]

@@ -196,6 +196,16 @@ def test_postgres_has_the_shared_memory_a_parallel_graph_build_asks_for():
     assert mb >= BUILD_MEMORY_CAP_MB
 
 
+def test_postgres_gets_shared_buffers_for_an_index_of_100k_passages():
+    # The image's default 128 MB holds an eighth of such an index (README, "Memory").
+    command = _services()["postgres"]["command"]
+    assert command[:2] == ["postgres", "-c"]
+    default = re.fullmatch(r"shared_buffers=\$\{KB_POSTGRES_SHARED_BUFFERS:-(\d+)GB\}",
+                           command[2])
+    assert default, command
+    assert int(default[1]) >= 1
+
+
 def test_app_services_share_the_database_dagster_and_docs_settings():
     for name in APP_SERVICES:
         service = _services()[name]
