@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 from kb_core.database import stop_embedded
 from kb_core.settings import Settings
 
@@ -68,7 +70,11 @@ def stop_groups(groups: Mapping[str, int], grace_s: float = GRACE_S,
                 reap: Callable[[], None] = lambda: None) -> None:
     """SIGTERM each named process group, then SIGKILL what is left of it after `grace_s`, or
     at once when `hurry()` turns true. `reap` collects exited leaders that are our children:
-    a zombie keeps its group alive."""
+    a zombie keeps its group alive.
+
+    A process that joins a group after its SIGTERM (a run worker whose launch was under way)
+    gets a SIGTERM of its own: signalling the whole group again would hurry the others."""
+    signalled = {pgid: set(_members(pgid)) for pgid in groups.values()}
     for pgid in groups.values():
         _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -76,12 +82,31 @@ def stop_groups(groups: Mapping[str, int], grace_s: float = GRACE_S,
         reap()
         if not any(_group_alive(pgid) for pgid in groups.values()):
             return
+        for pgid, known in signalled.items():
+            for pid in set(_members(pgid)) - known:
+                known.add(pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         time.sleep(0.2)
     for name, pgid in groups.items():
         if _group_alive(pgid):
-            log.warning("%s did not stop %s; killing it", name,
-                        "in time" if time.monotonic() >= deadline else "yet")
+            log.warning("%s did not stop %s; killing it (still running: %s)", name,
+                        "in time" if time.monotonic() >= deadline else "yet",
+                        "; ".join(f"{pid} {command}" for pid, command in
+                                  _members(pgid).items()) or "nothing but zombies")
             _signal_group(pgid, signal.SIGKILL)
+
+
+def _members(pgid: int) -> dict[int, str]:
+    """The live processes of a group, with their command lines."""
+    members = {}
+    for pid in psutil.pids():
+        with contextlib.suppress(ProcessLookupError, psutil.Error):
+            if os.getpgid(pid) == pgid:
+                process = psutil.Process(pid)
+                if process.status() != psutil.STATUS_ZOMBIE:
+                    members[pid] = " ".join(process.cmdline())[:200]
+    return members
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -126,6 +126,13 @@ class Up:
         return [psutil.Process(pid)] if pid else []
 
 
+def _ignores_sigterm(process: psutil.Process) -> bool:
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    raise AssertionError(f"no SigIgn for {process.pid}")
+
+
 def _command(process: psutil.Process) -> str:
     try:
         return " ".join(process.cmdline())
@@ -168,6 +175,11 @@ def test_a_stop_signal_stops_everything_and_exits_0(installation, tmp_path, sign
         started = up.descendants() + up.postmaster()
         # watchdog, 3 servers, 2 code servers, PostgreSQL
         assert len(started) >= 7, [_command(p) for p in started]
+        # None ignores SIGTERM (a child that inherited an ignored SIGINT might: Dagster gives
+        # SIGTERM whatever SIGINT does); the watchdog handles it, to outlive kb up. The
+        # multiprocessing resource tracker ignores it by design and ends with its parent.
+        assert [_command(p) for p in started if _ignores_sigterm(p)
+                and "resource_tracker" not in _command(p)] == []
         sent = time.monotonic()
         for sig in signals:
             up.process.send_signal(sig)
@@ -179,10 +191,17 @@ def test_a_stop_signal_stops_everything_and_exits_0(installation, tmp_path, sign
         assert all(_port_free(port) for port in up.ports)
         assert embedded_status(Settings.from_env(installation))["running"] is False
         print(f"{'+'.join(s.name for s in signals)}: stopped and exited in {took:.1f} s")
+        daemon_log = (Path(installation["KB_HOME"]) / "logs" / "dagster-daemon.log").read_text()
+        assert "Received interrupt, shutting down daemon threads" in daemon_log.split(
+            "Instance is configured with the following daemons")[-1]
         if len(signals) > 1:
             assert "hurrying the stop" in up.output()
-        else:  # every process honoured SIGTERM within the grace period
-            assert "did not stop" not in up.output()
+        else:
+            # The query service stops within the grace period. Dagster's processes may take
+            # longer on a loaded machine (a code server first finishes the calls in flight, for
+            # up to 60 s; the daemon waits up to 30 s for each of its threads): they are then
+            # killed, and what was left is named.
+            assert "query-service did not stop" not in up.output()
 
 
 @pytest.mark.slow
