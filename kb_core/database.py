@@ -61,14 +61,14 @@ def start_embedded(settings: Settings) -> str:
     return server.get_uri(KB_DATABASE)
 
 
-def machine_memory() -> int:
+def machine_memory(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """Bytes of memory this machine gives its processes: the physical memory, or a container's
     (cgroup) limit when it is lower."""
     physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    for limit_file in ("/sys/fs/cgroup/memory.max",  # cgroup v2; "max" when unlimited
-                       "/sys/fs/cgroup/memory/memory.limit_in_bytes"):  # v1
+    for limit_file in ("memory.max",  # cgroup v2; "max" when unlimited
+                       "memory/memory.limit_in_bytes"):  # v1; near 2**63 when unlimited
         try:
-            limit = Path(limit_file).read_text().strip()
+            limit = (cgroup / limit_file).read_text().strip()
         except OSError:
             continue
         if limit.isdigit():
