@@ -1,6 +1,7 @@
 """Load and soak, the CI variant of bench/soak.py: 64 concurrent clients against `kb serve` (a
 real subprocess on loopback, the real database with the samples indexed) get no 5xx and no
-dropped request, and the service's memory stays flat.
+dropped request, and the service's memory stays flat; a request that arrives while the service
+stalls is answered on its kept-alive connection.
 
 Also the home of the helpers the other service-level suites share (test_attack, test_restarts):
 a database with the samples indexed, and `kb serve` running against it."""
@@ -8,6 +9,7 @@ a database with the samples indexed, and `kb serve` running against it."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import shutil
 import signal
@@ -133,6 +135,27 @@ def running_service(url: str, home: Path, **env: str) -> Iterator[ServiceProcess
         server.stop()
 
 
+def test_a_request_that_arrives_while_the_service_stalls_is_answered(admin_url, tmp_path):
+    # uvloop runs the timers that fell due before it reads the sockets. With uvicorn's default
+    # keep-alive of 5 s, a request that arrived on a kept-alive connection while the service
+    # was stalled longer than that (SIGSTOP here; an overloaded machine in the soak test) was
+    # reset unread when the service resumed, and a client does not resend a POST.
+    with running_service(new_database(admin_url), tmp_path) as server:
+        connection = http.client.HTTPConnection(server.base_url.removeprefix("http://"),
+                                                timeout=30)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().read()
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(6)
+            connection.request("GET", "/healthz")  # the same connection, kept alive
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        connection.close()
+
+
 @pytest.mark.slow
 def test_64_clients_get_no_5xx_and_the_service_memory_stays_flat(admin_url, tmp_path):
     url, token = indexed_database(admin_url, tmp_path)
@@ -142,13 +165,11 @@ def test_64_clients_get_no_5xx_and_the_service_memory_stays_flat(admin_url, tmp_
         log = server.log()
     print("\n".join(report.lines()))
     assert report.server_errors == 0, (report.lines(), log[-3000:])
-    # Open finding: about 1 request in 3,000-5,000 loses its connection mid-request (httpx
-    # ReadError, BrokenResourceError) with nothing in the service's log, on this overloaded
-    # 2-core machine; bench/soak.py reports them. Tolerated up to 0.1% until it is explained;
-    # no 5xx is tolerated at all.
+    # No request loses its connection either. At uvicorn's default keep-alive of 5 s about one
+    # in 500-5,000 did (httpx ReadError, a reset), with nothing in the service's log: see
+    # test_a_request_that_arrives_while_the_service_stalls_is_answered.
     unusual = [line for line in log.splitlines() if " 200 OK" not in line][-40:]
-    dropped = sum(report.transport_errors.values())
-    assert dropped <= report.requests / 1000, (report.lines(), unusual)
+    assert not report.transport_errors, (report.lines(), unusual)
     # The limiter is off and every request is valid: anything but 200 is a failure.
     assert all(set(counts) == {200} for counts in report.statuses.values()), report.lines()
     assert report.requests >= 10 * CLIENTS, report.lines()  # the load really happened
