@@ -65,3 +65,31 @@ def test_chunk_vectors_upgrade_keeps_every_generation_s_vectors_searchable(empty
         assert evidence[0].similarity == pytest.approx(1.0)
         result, _ = hybrid_search(conn, plan_question("有給休暇"), vector, ["h"], 5, "vector")
         assert result.hits == []
+
+
+def _gin_indexes(conn: psycopg.Connection, schema: str) -> set[str]:
+    return {name for (name,) in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'chunks' "
+        "AND indexdef LIKE '%%USING gin%%'", (schema,))}
+
+
+def test_the_keywords_and_groups_index_replaces_the_groups_one_where_indexes_are_built(
+        empty_database_url):
+    _migrate_until(empty_database_url, "013_hnsw_build.sql")
+    with connect(empty_database_url, autocommit=True) as conn:
+        # A generation being rebuilt has no search index until its rows are in; it gets the
+        # live generation's then.
+        conn.execute("INSERT INTO index_generations (id, state) VALUES (2, 'building')")
+        conn.execute("CREATE SCHEMA kb_gen_2")
+        conn.execute("CREATE TABLE kb_gen_2.chunks (LIKE kb_gen_1.chunks INCLUDING ALL)")
+        for name in _gin_indexes(conn, "kb_gen_2"):
+            conn.execute(f"DROP INDEX kb_gen_2.{name}")
+        assert _gin_indexes(conn, "kb_gen_1") == {"chunks_keywords_gin",
+                                                  "chunks_allowed_groups_gin"}
+
+    assert "014_keywords_groups_gin.sql" in migrate(empty_database_url)
+
+    with connect(empty_database_url, autocommit=True) as conn:
+        assert _gin_indexes(conn, "kb_gen_1") == {"chunks_keywords_gin",
+                                                  "chunks_keywords_groups_gin"}
+        assert _gin_indexes(conn, "kb_gen_2") == set()
