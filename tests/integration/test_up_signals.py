@@ -127,7 +127,11 @@ class Up:
 
 
 def _ignores_sigterm(process: psutil.Process) -> bool:
-    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+    try:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    except FileNotFoundError:  # it ended meanwhile (a run worker, say)
+        return False
+    for line in status.splitlines():
         if line.startswith("SigIgn:"):
             return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
     raise AssertionError(f"no SigIgn for {process.pid}")
