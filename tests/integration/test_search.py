@@ -444,8 +444,36 @@ def test_a_term_only_forbidden_documents_hold_is_unknown_to_the_caller(corpus, c
         return {t for (t,) in conn.execute(query("unknown_terms"),
                                            {"terms": terms, "groups": groups})}
 
+    # 給与.md alone holds them, and it is the one passage all-employees may not read: their
+    # document frequency equals what the caller may not read, so they must be searched for.
     assert {"給与", "支給"} <= unknown(["all-employees"])
     assert not {"給与", "支給"} & unknown(["hr"])
+
+
+@hypothesis_settings(max_examples=300, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(assignment=_ASSIGNMENTS, common=st.sampled_from(_GROUPS),
+       outside=st.sets(st.integers(0, len(CORPUS) - 1), max_size=3), caller=_CALLERS,
+       drawn=st.sets(st.integers(0, 10**6), max_size=8))
+def test_the_terms_unknown_to_a_caller_are_those_none_of_its_passages_holds(
+        corpus, conn, assignment, common, outside, caller, drawn):
+    """unknown_terms skips the search for a term more passages hold than the caller may not
+    read: the answer is still exactly the terms no passage it may read holds. One group reads
+    every document but those `outside`, as all-employees does, so that the skip is taken and
+    its edge (a term held by just the passages the caller may not read) is reached."""
+    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
+    for i, (uri, groups) in enumerate(zip(uris, assignment, strict=True)):
+        conn.execute(query("regroup_document"), {
+            "uri": uri, "groups": sorted(groups if i in outside else groups | {common}),
+            "rule": "test"})
+    passages = conn.execute(
+        "SELECT allowed_groups, tsvector_to_array(keywords) FROM chunks").fetchall()
+    lexemes = sorted({term for _, terms in passages for term in terms})
+    terms = sorted({lexemes[i % len(lexemes)] for i in drawn} | {"存在しない語"})
+    readable = {term for groups, held in passages if set(groups) & caller for term in held}
+    found = {t for (t,) in conn.execute(query("unknown_terms"),
+                                        {"terms": terms, "groups": sorted(caller)})}
+    assert found == set(terms) - readable
 
 
 # The permission property above, with learned facts (approved corrections): corrections
