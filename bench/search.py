@@ -36,7 +36,7 @@ names its plan. Under the index plan, the keyword leg's tiers check the groups o
 find for a caller who may read at least kb_search.search.WIDE_SHARE of the passages, and
 intersect the groups' postings with the terms' for any other. --compare-plans times every
 caller under each of the three, side by side, which is how EXACT_SCAN_SCALE and WIDE_SHARE are
-chosen.
+chosen, and prints the share at which the keyword leg's two index plans cost the same.
 
 --budgets measures the keyword leg alone under the index plan, with each candidate budget in
 turn (kb_search.search.MAX_CANDIDATES is the service's): its p50, p95 and recall@10 against
@@ -51,6 +51,7 @@ progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -228,6 +229,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
     from kb_search.search import MAX_CANDIDATES, MODES, pooled_search_connection
 
     rows = []
+    arms: dict[Plan, list[tuple[float, float]]] = {}  # keyword p50 by share, for WIDE_SHARE
     with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as beside:
         pooled_search_connection(conn)
         pooled_search_connection(beside)
@@ -281,11 +283,40 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                            "recall_at_10": None if recall is None else round(recall, 3),
                            "plan": _plan_name(mode, plan, visible, ef)}
                     rows.append(row)
+                    if mode == "keyword" and plan in (ROWS, POSTINGS):
+                        arms.setdefault(plan, []).append((share, row["p50_ms"]))
                     shown = "" if recall is None else f"{recall:.3f}"
                     print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<8} "
                           f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
                           f"{shown:>9}  {row['plan']}", file=out, flush=True)
+    if len(arms.get(ROWS, [])) >= 2 and len(arms.get(POSTINGS, [])) >= 2:
+        print(_crossover(arms[ROWS], arms[POSTINGS]), file=out, flush=True)
     return rows
+
+
+def _crossover(rows: list[tuple[float, float]], postings: list[tuple[float, float]]) -> str:
+    """Where the keyword leg's two index plans cost the same, from their p50 by share (the same
+    callers): between the two shares where the cheaper one changes, checking each row costs
+    a + b / share (the rows a caller may not read are fetched and passed over) and intersecting
+    the postings c + d * share (the postings read grow with the caller's passages), each
+    through its two points. kb_search.search.WIDE_SHARE is this."""
+    both = sorted((s, r, p) for (s, r), (_, p) in zip(sorted(rows), sorted(postings),
+                                                        strict=True))
+    for (s1, r1, p1), (s2, r2, p2) in itertools.pairwise(both):
+        if (r1 - p1) * (r2 - p2) <= 0 and (r1, p1) != (r2, p2):
+            b = (r1 - r2) / (1 / s1 - 1 / s2)
+            a = r2 - b / s2
+            d = (p2 - p1) / (s2 - s1)
+            c = p1 - d * s1
+            # a + b/s = c + d*s  <=>  d*s^2 - (a - c)*s - b = 0, its root between s1 and s2
+            meet = (((a - c) + ((a - c) ** 2 + 4 * d * b) ** 0.5) / (2 * d) if d
+                    else b / (c - a))
+            return (f"keyword leg p50 between shares {s1:.3f} and {s2:.3f}: checking each row "
+                    f"{a:.1f} + {b:.2f} / share ms, intersecting the postings {c:.1f} + {d:.1f}"
+                    f" * share ms; they meet at share {meet:.2f} (WIDE_SHARE)")
+    cheaper = "checking each row" if both[-1][1] < both[-1][2] else "intersecting the postings"
+    return (f"keyword leg p50: {cheaper} is the cheaper at every share timed "
+            f"({', '.join(f'{s:.3f}: {r} against {p} ms' for s, r, p in both)}) (WIDE_SHARE)")
 
 
 def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa: ANN001

@@ -64,12 +64,14 @@ LEG_LIMIT = 50
 EXACT_SCAN_SCALE = 16
 # The keyword leg's tiers check the groups of a caller who may read at least this share of the
 # passages on each row their terms find, and intersect the groups' postings with the terms'
-# for any other (sql/queries/search.sql). Keyword leg p50 at 100k chunks, each way forced in
-# turn (the ROWS and POSTINGS plans of bench/search.py --compare-plans; 161 questions, two
-# passes): checking each row 16.3 ms for the caller who may read every passage and 46.5 ms for
-# a tenth; intersecting 43.2 and 21.1 ms. The first costs about a + b / share, the second
-# c + d * share: they meet at 0.27.
-WIDE_SHARE = 0.3
+# for any other (sql/queries/search.sql). The first costs about a + b / share, the second
+# c + d * share; bench/search.py --compare-plans times both for each caller and says where they
+# meet. At 1M chunks, since the index on keywords and groups (sql/014), keyword leg p50:
+# checking each row 26.4 ms for the caller who may read every passage and 65.0 for a tenth;
+# intersecting 33.4 and 22.7: they meet at 0.63. At 100k intersecting is the cheaper at every
+# share timed (14.7 against 16.4 ms for every passage). Before sql/014, at 100k, they met at
+# 0.27 (this was 0.3).
+WIDE_SHARE = 0.6
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
 MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
