@@ -303,7 +303,7 @@ def _crossover(rows: list[tuple[float, float]], postings: list[tuple[float, floa
     both = sorted((s, r, p) for (s, r), (_, p) in zip(sorted(rows), sorted(postings),
                                                         strict=True))
     for (s1, r1, p1), (s2, r2, p2) in itertools.pairwise(both):
-        if (r1 - p1) * (r2 - p2) <= 0 and (r1, p1) != (r2, p2):
+        if (r1 - p1) * (r2 - p2) <= 0:
             b = (r1 - r2) / (1 / s1 - 1 / s2)
             a = r2 - b / s2
             d = (p2 - p1) / (s2 - s1)
