@@ -8,7 +8,8 @@ writes cost more than parsing, chunking and indexing together (bench/ingest.py -
 storage keeps a small pool in every process that opens the instance (the webserver already
 gets one through `optimize_for_webserver`), and turns on Dagster's batched event writes: a
 step's materializations, and a run's planned materializations, go in a few statements. It also
-keeps the documents partitions' keys, which a run reads many times, until they change.
+keeps the documents partitions' keys, which a run reads many times, until they change, and
+sets a pool's limit to the instance's default safely when two run workers start at once.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sqlalchemy as db
 from dagster import DagsterEventType, EventLogEntry
 from dagster._core.storage.base_storage import DagsterStorage
 from dagster._core.storage.event_log.schema import (
+    ConcurrencyLimitsTable,
     DynamicPartitionsTable,
     SqlEventLogStorageTable,
 )
@@ -30,6 +32,7 @@ from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.run_storage import PostgresRunStorage
 from dagster_postgres.schedule_storage import PostgresScheduleStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
+from sqlalchemy.dialects.postgresql import insert
 
 if TYPE_CHECKING:
     from dagster_postgres.auth import PgTokenProvider
@@ -84,8 +87,9 @@ class PooledPostgresStorage(DagsterPostgresStorage):
 
 
 class _EventLogStorage(PostgresEventLogStorage):
-    """dagster-postgres's event log, with a run's planned materializations written in batches
-    and the documents partitions' keys read again only when they changed."""
+    """dagster-postgres's event log, with a run's planned materializations written in batches,
+    the documents partitions' keys read again only when they changed, and a pool's default
+    limit set in one statement."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
@@ -136,3 +140,32 @@ class _EventLogStorage(PostgresEventLogStorage):
             keys = list(super().get_dynamic_partitions(partitions_def_name))
             self._partition_keys[partitions_def_name] = ((count, last), keys)
         return list(keys)  # callers may change theirs
+
+    def initialize_concurrency_limit_to_default(self, concurrency_key: str) -> bool:
+        """Set the pool's limit to the instance's `pools: default_limit` (our KB_EMBED_STEPS),
+        unless someone set it by hand, and give it as many slots.
+
+        A run's first step of a pool calls this when the pool has no limit yet, or one set from
+        an earlier default. Dagster's own inserts the row and, when that breaks the key's
+        uniqueness, updates it in the same transaction, which the failed insert has already
+        aborted: the update fails, and with it the step and its run. That happens whenever the
+        default changed, and when two runs start the pool's first steps at once, as the two
+        workers of `kb ingest` or the daemon do. One upsert instead: the second waits for the
+        first's row lock, then finds the limit set, and the slots are counted under that lock.
+        """
+        default_limit = (self._instance.global_op_concurrency_default_limit
+                         if self.has_instance else None)
+        if default_limit is None or not self.has_default_pool_limit_col:
+            return super().initialize_concurrency_limit_to_default(concurrency_key)
+        self._reconcile_concurrency_limits_from_slots()
+        table = ConcurrencyLimitsTable
+        upsert = insert(table).values(
+            concurrency_key=concurrency_key, limit=default_limit, using_default_limit=True)
+        with self.index_transaction() as conn:
+            changed = conn.execute(upsert.on_conflict_do_update(
+                index_elements=[table.c.concurrency_key], set_={"limit": default_limit},
+                where=table.c.using_default_limit,
+            ).returning(table.c.id)).first()
+            if changed:  # a limit set by hand keeps its slots
+                self._allocate_concurrency_slots(conn, concurrency_key, default_limit)
+        return True

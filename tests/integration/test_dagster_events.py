@@ -3,13 +3,16 @@
 each partition's planned and recorded materializations, and writes them in a few statements,
 not one connection and two transactions per event; the partition keys it keeps follow changes
 made by any process; a rebuild's runs are executed by worker processes, two at a time, whose
-progress and log records reach the process that asked for the rebuild."""
+progress and log records reach the process that asked for the rebuild; the `embedding` pool's
+limit follows KB_EMBED_STEPS, however many runs start its steps at once."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import os
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +26,7 @@ from kb_core.database import dagster_storage_url
 from kb_core.progress import listening
 from kb_core.settings import Settings
 from kb_pipeline import in_process
-from kb_pipeline.defs.ingestion import INGEST_JOB
+from kb_pipeline.defs.ingestion import EMBEDDING_POOL, INGEST_JOB
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process
 from kb_pipeline.runs import GENERATION_TAG, PID_TAG, partition_ranges
@@ -135,3 +138,63 @@ def test_the_runs_of_an_ingest_and_a_rebuild_are_executed_by_two_workers_that_re
         assert relayed >= workers
     indexed = [uri for event, uri in reports if event == "indexed"]
     assert sorted(indexed) == sorted([*keys, *keys])  # each document once by each
+
+
+def pool(settings: Settings) -> tuple[int, bool, int]:
+    """The `embedding` pool's limit, whether it is the default, and its slots."""
+    url = dagster_storage_url(settings).replace("postgresql+psycopg2://", "postgresql://")
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT l.\"limit\", l.using_default_limit, (SELECT count(*) FROM concurrency_slots "
+            "WHERE concurrency_key = l.concurrency_key AND NOT deleted) "
+            "FROM concurrency_limits l WHERE concurrency_key = %s", [EMBEDDING_POOL]).fetchone()
+
+
+def test_a_pools_limit_is_set_by_the_second_of_two_runs_that_start_its_steps_at_once(
+        pg_settings):
+    url = dagster_storage_url(pg_settings).replace("postgresql+psycopg2://", "postgresql://")
+    with dagster_instance(pg_settings) as instance:
+        failures: list[BaseException] = []
+
+        def second() -> None:
+            try:
+                instance.event_log_storage.initialize_concurrency_limit_to_default(
+                    EMBEDDING_POOL)
+            except BaseException as error:  # noqa: BLE001 - told by the assertion below
+                failures.append(error)
+
+        # The first run's worker has inserted the pool's limit, not yet committed.
+        with psycopg.connect(url) as first:
+            first.execute("INSERT INTO concurrency_limits (concurrency_key, \"limit\", "
+                          "using_default_limit) VALUES (%s, 2, true)", [EMBEDDING_POOL])
+            thread = threading.Thread(target=second)
+            thread.start()
+            with psycopg.connect(url, autocommit=True) as watch:
+                for _ in range(200):
+                    if watch.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                     "current_database() AND wait_event_type = 'Lock'"
+                                     ).fetchone()[0]:
+                        break
+                    time.sleep(0.05)
+                else:
+                    pytest.fail("the second run never waited for the first's row")
+        thread.join(30)
+
+    assert failures == []
+    assert pool(pg_settings) == (2, True, 2)
+
+
+def test_a_pools_limit_follows_kb_embed_steps_unless_set_by_hand(pg_settings):
+    with dagster_instance(pg_settings) as instance:
+        instance.event_log_storage.initialize_concurrency_limit_to_default(EMBEDDING_POOL)
+    assert pool(pg_settings) == (2, True, 2)
+
+    three = dataclasses.replace(pg_settings, embedding_steps=3)
+    with dagster_instance(three) as instance:
+        instance.event_log_storage.initialize_concurrency_limit_to_default(EMBEDDING_POOL)
+        assert pool(three) == (3, True, 3)
+        instance.event_log_storage.set_concurrency_slots(EMBEDDING_POOL, 1)
+
+    with dagster_instance(pg_settings) as instance:
+        instance.event_log_storage.initialize_concurrency_limit_to_default(EMBEDDING_POOL)
+    assert pool(pg_settings) == (1, False, 1)
