@@ -73,7 +73,7 @@ def _gin_indexes(conn: psycopg.Connection, schema: str) -> set[str]:
         "AND indexdef LIKE '%%USING gin%%'", (schema,))}
 
 
-def test_the_keywords_and_groups_index_replaces_the_groups_one_where_indexes_are_built(
+def test_the_keywords_and_groups_index_replaces_the_other_two_where_indexes_are_built(
         empty_database_url):
     _migrate_until(empty_database_url, "013_hnsw_build.sql")
     with connect(empty_database_url, autocommit=True) as conn:
@@ -87,9 +87,9 @@ def test_the_keywords_and_groups_index_replaces_the_groups_one_where_indexes_are
         assert _gin_indexes(conn, "kb_gen_1") == {"chunks_keywords_gin",
                                                   "chunks_allowed_groups_gin"}
 
-    assert "014_keywords_groups_gin.sql" in migrate(empty_database_url)
+    assert {"014_keywords_groups_gin.sql", "015_drop_keywords_gin.sql"} <= set(
+        migrate(empty_database_url))
 
     with connect(empty_database_url, autocommit=True) as conn:
-        assert _gin_indexes(conn, "kb_gen_1") == {"chunks_keywords_gin",
-                                                  "chunks_keywords_groups_gin"}
+        assert _gin_indexes(conn, "kb_gen_1") == {"chunks_keywords_groups_gin"}
         assert _gin_indexes(conn, "kb_gen_2") == set()
