@@ -229,7 +229,9 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
     from kb_search.search import MAX_CANDIDATES, MODES, pooled_search_connection
 
     rows = []
-    arms: dict[Plan, list[tuple[float, float]]] = {}  # keyword p50 by share, for WIDE_SHARE
+    # --compare-plans: the keyword leg's p50 under each index plan by share, for WIDE_SHARE (the
+    # leg does not depend on ef_search: the last one's figure stands)
+    arms: dict[Plan, dict[float, float]] = {}
     with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as beside:
         pooled_search_connection(conn)
         pooled_search_connection(beside)
@@ -283,14 +285,15 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                            "recall_at_10": None if recall is None else round(recall, 3),
                            "plan": _plan_name(mode, plan, visible, ef)}
                     rows.append(row)
-                    if mode == "keyword" and plan in (ROWS, POSTINGS):
-                        arms.setdefault(plan, []).append((share, row["p50_ms"]))
+                    if compare and mode == "keyword" and plan in (ROWS, POSTINGS):
+                        arms.setdefault(plan, {})[share] = row["p50_ms"]
                     shown = "" if recall is None else f"{recall:.3f}"
                     print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<8} "
                           f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
                           f"{shown:>9}  {row['plan']}", file=out, flush=True)
-    if len(arms.get(ROWS, [])) >= 2 and len(arms.get(POSTINGS, [])) >= 2:
-        print(_crossover(arms[ROWS], arms[POSTINGS]), file=out, flush=True)
+    if len(arms.get(ROWS, {})) >= 2 and len(arms.get(POSTINGS, {})) >= 2:
+        print(_crossover(sorted(arms[ROWS].items()), sorted(arms[POSTINGS].items())),
+              file=out, flush=True)
     return rows
 
 
