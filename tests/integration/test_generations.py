@@ -175,7 +175,7 @@ def test_a_good_rebuild_is_published_in_one_switch_no_reader_sees_half_done(
     assert all(r.success for r in tick(settings, instance))  # rebuilt into generation 2
     # Its documents were written without the search indexes, which the gate run builds.
     live_indexes = passage_indexes(conn, "kb_gen_1")
-    assert {"hnsw (embedding vector_cosine_ops) WITH (m='24', ef_construction='128')",
+    assert {"hnsw (embedding vector_cosine_ops) WITH (m='24', ef_construction='256')",
             "gin (keywords, allowed_groups)", "gin (allowed_groups)"} <= {
         shape for _, shape in live_indexes}
     assert passage_indexes(conn, "kb_gen_2") == {
