@@ -48,9 +48,9 @@ MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 # recall@10 was 0.833 at 200, 0.960 at 400 and 0.990 at 800, its vector leg's p50 8.7, 11.2 and
 # 15.0 ms.
 EF_SEARCH = 400
-# Candidates each leg contributes to fusion, at most: the vector leg reads 60 embedding views,
-# a constant of sql/queries/search.sql, and keeps each chunk once (at 100k chunks 50 for the
-# median question, 37 on the samples' index, whose long chunks have more views).
+# Candidates each leg contributes to fusion, at most: the vector leg reads 40 embedding views,
+# a constant of sql/queries/search.sql, and keeps each chunk once (25 for the median question
+# on the samples' index, whose long chunks have several views).
 LEG_LIMIT = 50
 # A caller whose groups hold at most EXACT_SCAN_SCALE * sqrt(passages in the index) passages is
 # searched exactly: each of its passages compared in the vector leg, each holding an informative

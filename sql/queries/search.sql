@@ -21,11 +21,14 @@ GROUP BY t.n;
 -- plan for every question and caller (kb_search/search.py): `IS TRUE` keeps the groups' index
 -- out of the HNSW branch, which a plan not knowing the groups would otherwise take, and the
 -- views read are a constant: a plan not knowing a LIMIT expects a tenth of the rows, and at 1M
--- chunks it sorted all 1.7M views (2.7 s) instead of walking the graph. 60 views, for at most
--- 50 chunks (a chunk's views are near one another): 100 views gave the same figures on both
--- development sets in every mode, to the fourth decimal, and at 100k chunks a caller who may
--- read a tenth waited 4.7 ms longer (hybrid p50 28.4 against 23.7 ms, side by side), its graph
--- walk passing ~1,100 views it may not read to find its 100.
+-- chunks it sorted all 1.7M views (2.7 s) instead of walking the graph. 40 views, for at most
+-- 40 chunks (a chunk's views are near one another: 25 for the median question on the samples'
+-- index): the graph's first batch of ef_search (400) candidates holds 40 that a caller who may
+-- read a tenth may read, where 50 or 60 took a second batch. At 1M chunks, side by side, that
+-- caller's hybrid p50 went 20.0 -> 17.1 ms with 40 instead of 60 (vector leg 15.7 -> 12.8),
+-- the others' the same; the samples' figures are the same to the fourth decimal in every mode
+-- and for answers, JaQuAD's hybrid R@1 0.9057 -> 0.9054 (one question of 3,138). Before, 100
+-- views had given the same figures as 60 on both sets, and cost that caller 4.7 ms at 100k.
 -- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see, one of its
 -- groups being a group of every document the fact corrects, are few and compared exactly.
 WITH nearest AS (
@@ -34,7 +37,7 @@ WITH nearest AS (
      WHERE (v.allowed_groups && %(groups)s::text[]) IS TRUE
        AND NOT %(exact)s::bool
      ORDER BY v.embedding <=> %(query_vector)s::vector
-     LIMIT 60)
+     LIMIT 40)
     UNION ALL
     -- `+ 0`: an expression the HNSW index cannot order by, so none of its approximation.
     (SELECT v.chunk_id, v.embedding <=> %(query_vector)s::vector
@@ -42,11 +45,11 @@ WITH nearest AS (
      WHERE v.allowed_groups && %(groups)s::text[]
        AND %(exact)s::bool
      ORDER BY (v.embedding <=> %(query_vector)s::vector) + 0
-     LIMIT 60)
+     LIMIT 40)
     UNION ALL
     (SELECT f.id, f.embedding <=> %(query_vector)s::vector FROM learned_facts f
      WHERE f.allowed_groups && %(groups)s::text[]
-     ORDER BY 2 LIMIT 60)
+     ORDER BY 2 LIMIT 40)
 )
 -- Whether each holds every code of the question (ZP-2041, 第22条; the fusion gives it a rank-1
 -- share), looked up by its id: a code's 2-grams can be in tens of thousands of passages (第14条
