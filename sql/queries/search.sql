@@ -23,8 +23,8 @@ GROUP BY t.n;
 -- views read are a constant: a plan not knowing a LIMIT expects a tenth of the rows, and at 1M
 -- chunks it sorted all 1.7M views (2.7 s) instead of walking the graph. 40 views, for at most
 -- 40 chunks (a chunk's views are near one another: 25 for the median question on the samples'
--- index): the graph's first batch of ef_search (400) candidates holds 40 that a caller who may
--- read a tenth may read, where 50 or 60 took a second batch. At 1M chunks, side by side, that
+-- index): the graph's first batch of ef_search (400) candidates holds about 40 views that a
+-- caller who may read a tenth of them may read, where 50 or 60 took a second batch. At 1M chunks, side by side, that
 -- caller's hybrid p50 went 20.0 -> 17.1 ms with 40 instead of 60 (vector leg 15.7 -> 12.8),
 -- the others' the same; the samples' figures are the same to the fourth decimal in every mode
 -- and for answers, JaQuAD's hybrid R@1 0.9057 -> 0.9054 (one question of 3,138). Before, 100
