@@ -24,11 +24,12 @@ GROUP BY t.n;
 -- chunks it sorted all 1.7M views (2.7 s) instead of walking the graph. 40 views, for at most
 -- 40 chunks (a chunk's views are near one another: 25 for the median question on the samples'
 -- index): the graph's first batch of ef_search (400) candidates holds about 40 views that a
--- caller who may read a tenth of them may read, where 50 or 60 took a second batch. At 1M chunks, side by side, that
--- caller's hybrid p50 went 20.0 -> 17.1 ms with 40 instead of 60 (vector leg 15.7 -> 12.8),
--- the others' the same; the samples' figures are the same to the fourth decimal in every mode
--- and for answers, JaQuAD's hybrid R@1 0.9057 -> 0.9054 (one question of 3,138). Before, 100
--- views had given the same figures as 60 on both sets, and cost that caller 4.7 ms at 100k.
+-- caller who may read a tenth of them may read, where 50 or 60 took a second batch. At 1M
+-- chunks, side by side, that caller's hybrid p50 went 20.0 -> 17.1 ms with 40 instead of 60
+-- (vector leg 15.7 -> 12.8), the others' the same; the samples' figures are the same to the
+-- fourth decimal in every mode and for answers, JaQuAD's hybrid R@1 0.9057 -> 0.9054 (one
+-- question of 3,138). Before, 100 views had given the same figures as 60 on both sets, and
+-- cost that caller 4.7 ms at 100k.
 -- Approved corrections (learned facts, sql/010_corrections.sql) the caller may see, one of its
 -- groups being a group of every document the fact corrects, are few and compared exactly.
 WITH nearest AS (
