@@ -1,5 +1,5 @@
 # The two commands of README.md: `make up` runs the product, `make test` runs every test
-# (ruff, the import layers, then pytest).
+# (ruff, the import layers, the documentation site, then pytest).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -19,6 +19,7 @@ up: install
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	$(VENV)/bin/pytest -q -n 2 --dist loadscope
 
 install: $(STAMP)
@@ -26,5 +27,5 @@ install: $(STAMP)
 # Reinstall only when the declared dependencies change, so a second `make` starts at once.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,docs]'
 	touch $(STAMP)

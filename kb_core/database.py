@@ -83,7 +83,7 @@ def _size_shared_buffers(conn: psycopg.Connection) -> bool:
     A search reads its pages from shared buffers or copies them in from the OS cache. The
     default 128 MB held a fifth of a 100k-chunk index and cost the keyword leg a third of its
     time; a cap of 1 GB held a tenth of a 1M-chunk index (10 GB), and 6 GB took hybrid p50 from
-    24 to 15 ms for a caller who may read every passage (bench/search.py, README).
+    24 to 15 ms for a caller who may read every passage (bench/search.py, docs/benchmarks.md).
     """
     wanted_mb = max(128, machine_memory() // 4 // 2**20)
     current_mb = conn.execute(
@@ -207,8 +207,8 @@ def database_url(settings: Settings) -> str:
 def dagster_storage_url(settings: Settings) -> str:
     """The URL Dagster's instance storage uses: the same server, its own database, via psycopg2.
 
-    dagster-postgres breaks under SQLAlchemy's psycopg 3 dialect (DESIGN.md), so the scheme is
-    pinned to postgresql+psycopg2.
+    dagster-postgres breaks under SQLAlchemy's psycopg 3 dialect (docs/architecture.md), so the
+    scheme is pinned to postgresql+psycopg2.
     """
     if settings.dagster_database_url:
         url = settings.dagster_database_url

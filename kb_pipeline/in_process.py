@@ -71,7 +71,7 @@ class IngestFailure(msgspec.Struct):
 
 
 class IngestSummary(msgspec.Struct):
-    """The JSON `kb ingest --json` prints (DESIGN.md)."""
+    """The JSON `kb ingest --json` prints (docs/getting-started.md)."""
 
     documents: int
     ingested: int

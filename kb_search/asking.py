@@ -55,7 +55,7 @@ class Citation(msgspec.Struct):
 
 
 class AskResult(msgspec.Struct):
-    """The `kb ask` JSON and the body of `POST /v1/ask` (DESIGN.md)."""
+    """The `kb ask` JSON and the body of `POST /v1/ask` (docs/http-api.md)."""
 
     query_id: str
     answer: str

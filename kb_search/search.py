@@ -90,8 +90,8 @@ class Ranks(msgspec.Struct):
 
 
 class SearchHit(msgspec.Struct):
-    """One passage as `kb search` and `POST /v1/search` return it (DESIGN.md), or a learned
-    fact (an approved correction): no document of its own, cited as 利用者による訂正."""
+    """One passage as `kb search` and `POST /v1/search` return it (docs/http-api.md), or a
+    learned fact (an approved correction): no document of its own, cited as 利用者による訂正."""
 
     rank: int
     chunk_id: int

@@ -207,7 +207,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         after_request=json_not_found,
         request_max_body_size=service.max_body_bytes,
         openapi_config=OpenAPIConfig(
-            # No docs UI: the bundled ones load their JavaScript from a CDN (DESIGN.md).
+            # No docs UI: the bundled ones load their JavaScript from a CDN (docs/architecture.md).
             title="社内ナレッジ検索", version="0.1.0", path="/schema", render_plugins=[],
             components=Components(security_schemes={BEARER: SecurityScheme(
                 type="http", scheme="bearer",

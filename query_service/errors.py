@@ -1,5 +1,6 @@
 """The service's domain errors and the one place that turns every error into the JSON body
-`{"error": "<code>", "detail": "..."}` with its HTTP status (DESIGN.md), never a stack trace."""
+`{"error": "<code>", "detail": "..."}` with its HTTP status (docs/http-api.md), never a stack
+trace."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def _sign_in_help(state: State) -> str:
         return ""
     return ("<p>サインインが設定されていません。管理者の方は、会社の OpenID Connect プロバイダーを"
             "<code>KB_JWT_ISSUER</code>・<code>KB_JWT_JWKS</code>・<code>KB_OIDC_CLIENT_ID</code>・"
-            "<code>KB_PUBLIC_URL</code> で設定してください（README「社員向けページ」）。"
+            "<code>KB_PUBLIC_URL</code> で設定してください（docs/employee-page.md）。"
             "手元で試すだけなら <code>kb serve --dev-user 名前 --groups グループ</code> で"
             "開発用サインインが使えます。</p>")
 

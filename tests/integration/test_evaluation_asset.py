@@ -73,7 +73,7 @@ def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, i
             assert 0.0 <= metadata[f"{mode} {column}"].value <= 1.0
     assert "data:image/svg+xml;base64," in table  # the Recall@k plot
     assert metadata["questions"].value == 161
-    # The development set's figures (README); a regression in search shows here first.
+    # The development set's figures (docs/evaluation.md); a regression in search shows here first.
     assert metadata["hybrid R@5"].value >= 0.95
     assert metadata["hybrid R@1"].value <= metadata["hybrid R@5"].value
     assert metadata["answers cited_expected_rate"].value >= 0.85

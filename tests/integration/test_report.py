@@ -190,7 +190,7 @@ def test_kb_eval_json_keeps_its_contract(sample_index_url, tmp_path, monkeypatch
     argv = ["eval", str(small), "--json"]
     assert main([*argv, "--mode", mode] if mode else [*argv, "--answers"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    if mode:  # DESIGN.md: one mode's metrics, nothing else
+    if mode:  # docs/architecture.md, the contracts: one mode's metrics, nothing else
         assert set(payload) == {"n", "k", "recall_at_k", "recall", "mrr_at_10", "ndcg_at_10",
                                 "misses"}
     else:  # --answers alone: the answers report

@@ -1,6 +1,6 @@
 """Configuration is declared once (kb_core/settings.py): nothing else reads a KB_* variable,
-nothing changes this process's environment, README's table is the module's, and Dagster's
-resources carry the module's fields."""
+nothing changes this process's environment, and Dagster's resources carry the module's
+fields (the configuration page is generated from it: tests/unit/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from kb_core.settings import (
     EmbedderSettings,
     RerankerSettings,
     Settings,
-    markdown_table,
 )
 from kb_pipeline.defs.resources import AnswererResource, EmbedderResource, RerankerResource
 
@@ -90,14 +89,6 @@ def test_nothing_changes_this_processs_environment():
               for kind, name, line in _environment_uses(ast.parse(path.read_text()))
               if kind == "write" and name not in IN_PROCESS_ONLY]
     assert writes == []
-
-
-def test_the_readme_table_is_the_settings_modules():
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert markdown_table() in readme
-    documented = {line.split("`")[1] for line in readme.splitlines()
-                  if line.startswith("| `") and "`" in line[3:]}
-    assert {v.name for v in VARIABLES} <= documented
 
 
 class _Recording(Mapping[str, str]):

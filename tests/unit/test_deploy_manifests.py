@@ -25,8 +25,8 @@ from kb_core.settings import VARIABLES, Settings
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "kubernetes"
 HELM_VALUES = DEPLOY / "dagster-values.yaml"
-README = REPO / "README.md"
-README_SECTION = "## When one machine is not enough"
+DEPLOYMENT_PAGE = REPO / "docs" / "deployment.md"
+DEPLOYMENT_SECTION = "## When one machine is not enough"
 KUBERNETES_VERSION = "1.33.0"
 
 QUERY_DEPLOYMENT = "kb-query"
@@ -36,7 +36,7 @@ DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 VERSION_TAG = re.compile(r"^v?\d+\.\d+")
 
 # What these manifests use but do not create: CloudNativePG creates kb-db-app; the operator
-# creates the others before applying (README, "When one machine is not enough").
+# creates the others before applying (docs/deployment.md, "When one machine is not enough").
 EXTERNAL = {
     "Secret": {"kb-db-app", "kb-providers", "dagster-postgresql-secret"},
     "PersistentVolumeClaim": {"kb-docs"},
@@ -296,7 +296,7 @@ def test_the_app_image_can_carry_dagster_k8s_in_lockstep_with_dagster_postgres()
     assert project["optional-dependencies"]["k8s"] == [f"dagster-k8s=={pins['dagster-postgres']}"]
     dockerfile = (REPO / "docker" / "app" / "Dockerfile").read_text()
     assert 'ARG KB_EXTRAS=""' in dockerfile and "optional-dependencies" in dockerfile
-    assert "KB_EXTRAS=k8s" in README.read_text(encoding="utf-8")
+    assert "KB_EXTRAS=k8s" in DEPLOYMENT_PAGE.read_text(encoding="utf-8")
 
 
 # --- the query service ------------------------------------------------------------------
@@ -400,7 +400,7 @@ def test_dagster_storage_is_its_own_database_on_the_primary_through_psycopg2():
     database = _one("Database")
     assert values["enabled"] is False
     assert values["postgresqlHost"] == f"{_cluster()['metadata']['name']}-rw"
-    assert values["postgresqlScheme"] == "postgresql+psycopg2"  # DESIGN.md, machine facts
+    assert values["postgresqlScheme"] == "postgresql+psycopg2"  # docs/architecture.md
     assert database["spec"]["cluster"]["name"] == _cluster()["metadata"]["name"]
     assert values["postgresqlDatabase"] == database["spec"]["name"] != "kb"
     owner = _cluster()["spec"]["bootstrap"]["initdb"]["owner"]
@@ -535,11 +535,11 @@ def test_secrets_are_referenced_never_written():
     assert "postgresqlPassword" not in values["postgresql"]
 
 
-def test_what_the_manifests_reference_exists_or_readme_says_who_makes_it():
+def test_what_the_manifests_reference_exists_or_the_docs_say_who_makes_it():
     defined = {(m["kind"], m["metadata"]["name"]) for m in _manifests()}
-    readme = README.read_text(encoding="utf-8")
-    assert README_SECTION in readme
-    section = readme.split(README_SECTION, 1)[1].split("\n## ", 1)[0]
+    page = DEPLOYMENT_PAGE.read_text(encoding="utf-8")
+    assert DEPLOYMENT_SECTION in page
+    section = page.split(DEPLOYMENT_SECTION, 1)[1].split("\n## ", 1)[0]
     refs: set[tuple[str, str]] = set()
     for _, doc in _documents():
         refs |= set(_references(doc))
@@ -548,9 +548,9 @@ def test_what_the_manifests_reference_exists_or_readme_says_who_makes_it():
         if (kind, name) in defined:
             continue
         assert name in EXTERNAL.get(kind, set()), f"{kind} {name} is neither defined nor known"
-        assert f"`{name}`" in section, f"README does not say who makes {kind} {name}"
+        assert f"`{name}`" in section, f"the deployment page does not say who makes {kind} {name}"
     for path in _yaml_files():
-        assert f"{path.name}" in section, f"README does not mention {path.name}"
+        assert f"{path.name}" in section, f"the deployment page does not mention {path.name}"
 
 
 def _references(node: Any) -> Iterator[tuple[str, str]]:
