@@ -27,7 +27,9 @@ PRIVATE_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0", ".local", ".internal")
 # Files whose comments and strings may cite documentation: everything that ships but the docs.
 CODE_SUFFIXES = {".py", ".sql", ".yml", ".yaml", ".toml", ".html", ".js", ".css", ".sh"}
 CODE_NAMES = {"Makefile", "Dockerfile", "run"}
-CITED_PAGE = re.compile(r"\b((?:docs/)?[A-Za-z_-]+\.md)\b(?:, \"([^\"]+)\")?")
+# A citation such as (docs/deployment.md, "Read replicas"); not a path inside a longer path or
+# a code span, which is test data (file:///docs/a.md, `docs/x.md`).
+CITED_PAGE = re.compile(r"(?<![/`\w])((?:docs/)?[A-Za-z_-]+\.md)\b(?:, \"([^\"]+)\")?")
 
 
 def _width(line: str) -> int:
