@@ -6,13 +6,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: up test install lint
 
-# The page's development sign-in (README, "The employee page"): everyone who opens
+# The page's development sign-in (docs/employee-page.md): everyone who opens
 # http://127.0.0.1:8000/ on this machine is DEV_USER with DEV_GROUPS.
 DEV_USER ?= 開発ユーザー
 DEV_GROUPS ?= all-employees
 
+# The Dagster UI's port and the query service's (the page's). Not PORT: make takes variables
+# from the environment, where PORT is often set for something else.
+DAGSTER_PORT ?= 3000
+SERVICE_PORT ?= 8000
+
+# Ctrl-C, SIGTERM or SIGHUP, to make alone or to its whole process group, stops everything.
+# `exec`: kb up, not /bin/sh, is make's child, so it gets the SIGTERM make passes on (dash
+# would not pass it on, and kb up would outlive make). --stop-with-parent: make passes on no
+# SIGINT or SIGHUP sent to it alone but waits for kb up, which notices make starting to end.
 up: install
-	$(VENV)/bin/kb up --dev-user "$(DEV_USER)" --groups "$(DEV_GROUPS)"
+	exec $(VENV)/bin/kb up --stop-with-parent --dev-user "$(DEV_USER)" --groups "$(DEV_GROUPS)" \
+		--dagster-port $(DAGSTER_PORT) --port $(SERVICE_PORT)
 
 # pytest: two workers, each with its own embedded PostgreSQL; a module's tests stay on one
 # worker, so a module's fixtures (an indexed installation, a running service) are built once.

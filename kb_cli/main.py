@@ -1,4 +1,4 @@
-"""The `kb` command line (DESIGN.md): results on stdout (one JSON object with --json), progress
+"""The `kb` command line (docs/cli.md): results on stdout (one JSON object with --json), progress
 and logs on stderr.
 
 The parser is all this module holds; each command's module is imported only when that command
@@ -14,9 +14,10 @@ import sys
 
 from kb_cli.logs import configure_logging
 from kb_cli.output import groups
+from kb_cli.parent_watch import ParentAtStart
 from kb_core.settings import Settings
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
 def _group(sub: argparse._SubParsersAction, name: str, help_text: str,
@@ -39,7 +40,8 @@ def _command(sub: argparse._SubParsersAction, name: str, handler: str, help_text
     return parser
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The `kb` parser with every command (docs/cli.md is generated from it)."""
     parser = argparse.ArgumentParser(prog="kb", description="社内ナレッジ検索")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="every log line on stderr too (all go to $KB_HOME/logs/kb.log)")
@@ -50,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
                   json=False)
     up.add_argument("--dagster-port", type=int, default=3000)
     up.add_argument("--port", type=int, default=8000)
+    up.add_argument("--stop-with-parent", dest="parent", action=ParentAtStart,
+                    help="stop everything also when the parent process ends, or starts to "
+                         "end on SIGINT, SIGTERM or SIGHUP without passing it on, as make "
+                         "does (`make up` uses it); not for `kb up &` from a shell, which "
+                         "is to outlive the shell")
     _dev_user_arguments(up)
 
     db = _command(sub, "db", "db:run", "the embedded PostgreSQL server",
@@ -170,7 +177,7 @@ def _dev_user_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     settings = Settings.from_env()
     configure_logging(settings, args.verbose)
     module, function = args.handler.split(":")

@@ -11,7 +11,7 @@ import functools
 import sys
 from collections.abc import Iterator
 
-from kb_cli.main import _parser
+from kb_cli.main import build_parser
 from kb_core.settings import REPO_ROOT, markdown_table
 
 __all__ = ["PAGES", "cli_page", "configuration_page", "main"]
@@ -69,7 +69,7 @@ def _help(parser: argparse.ArgumentParser) -> str:
 def cli_page() -> str:
     """The command-line reference page: one section per command, its `--help` verbatim."""
     sections = [CLI_HEAD]
-    for path, parser in _commands(_parser()):
+    for path, parser in _commands(build_parser()):
         title = " ".join(("kb", *path))
         sections.append(f"## `{title}`\n\n```text\n{_help(parser)}\n```\n")
     return "\n".join(sections)

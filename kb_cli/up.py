@@ -21,7 +21,7 @@ from kb_cli.addresses import forget_addresses, record_addresses
 from kb_cli.dagster_home import dagster_instance
 from kb_cli.database import prepare_database
 from kb_cli.logs import LOG_FILE, narrate
-from kb_cli.supervision import StopSignals, Watchdog, stop_groups
+from kb_cli.supervision import STOP_SIGNALS, StopSignals, Watchdog, stop_groups
 from kb_cli.up_narration import ErrorLines, RunLines
 from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
 from kb_core.settings import REPO_ROOT, Settings
@@ -41,9 +41,12 @@ def _bin(name: str) -> str:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Start database, migrations, Dagster webserver and daemon, query service; stop them all
-    on SIGINT, SIGTERM or SIGHUP (exit status 0) or when one of them exits (1)."""
+    on SIGINT, SIGTERM or SIGHUP (exit status 0; with --stop-with-parent, also when the parent
+    ends or starts to end on one of them) or when one of them exits (1)."""
     narrate(log.name)
     signals = StopSignals()
+    if args.parent is not None:  # --stop-with-parent
+        args.parent.watch(STOP_SIGNALS, stopping=lambda: signals.count > 0)
     ports = {"--dagster-port": args.dagster_port, "--port": args.port}
     if busy := _unusable_port(ports):
         log.error("%s", busy)

@@ -1,9 +1,9 @@
 """`kb up` under a supervisor (issue 19), with real processes: started in a session of its own
 as a process manager starts it, every stop signal stops the query service, the Dagster
-webserver, daemon and code servers and the embedded PostgreSQL and exits 0; a SIGKILLed
-`kb up` leaves nothing behind; busy ports, a second `kb up` on one installation and a stale
-postmaster.pid are recognised before they cause harm. The hashing embedder keeps start-up
-near 15 s."""
+webserver, daemon and code servers and the embedded PostgreSQL and exits 0; so does a SIGTERM
+sent to `make up`'s make alone (issue 48); a SIGKILLed `kb up` leaves nothing behind; busy
+ports, a second `kb up` on one installation and a stale postmaster.pid are recognised before
+they cause harm. The hashing embedder keeps start-up near 15 s."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ import psycopg
 import pytest
 
 from kb_core.database import embedded_status
-from kb_core.settings import Settings
+from kb_core.settings import REPO_ROOT, Settings
 
-KB = str(Path(sys.executable).parent / "kb")
+VENV = Path(sys.executable).parent.parent
+KB = str(VENV / "bin" / "kb")
 STOP_BOUND_S = 60  # children's grace (20 s) + PostgreSQL's (15 s + 10 s), and some slack
 
 
@@ -82,14 +83,25 @@ def _alive(processes: list[psutil.Process]) -> list[str]:
 class Up:
     """A running `kb up` and what it started."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
+    def __init__(self, env: dict[str, str], log: Path, make: bool = False) -> None:
+        """`kb up`, or with `make`, `make up` (then `process` is make's)."""
         self.env, self.log = env, log
         self.ports = (_free_port(), _free_port())
+        command, env = (self._make_up(env) if make else
+                        ([KB, "up", "--dagster-port", str(self.ports[0]),
+                          "--port", str(self.ports[1])], env))
         # As `setsid kb up &` in a script starts it: a session of its own, SIGINT ignored.
         self.process = subprocess.Popen(
-            [KB, "up", "--dagster-port", str(self.ports[0]), "--port", str(self.ports[1])],
-            env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), start_new_session=True,
+            command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"),
+            start_new_session=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+    def _make_up(self, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        # This environment's kb, whatever pyproject.toml's time: `-o` keeps make from
+        # reinstalling it. Without a surrounding `make test`'s flags and variables.
+        command = ["make", "-o", f"{VENV}/.installed", "up", f"VENV={VENV}",
+                   f"DAGSTER_PORT={self.ports[0]}", f"SERVICE_PORT={self.ports[1]}"]
+        return command, {k: v for k, v in env.items() if not k.startswith(("MAKE", "MFLAGS"))}
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -145,10 +157,10 @@ def _command(process: psutil.Process) -> str:
 
 
 @contextmanager
-def kb_up(env: dict[str, str], log: Path) -> Iterator[Up]:
-    """A ready `kb up` in its own session. Whatever of it still runs afterwards is killed, and
-    its PostgreSQL stopped, so a failing test leaves nothing behind either."""
-    up = Up(env, log)
+def kb_up(env: dict[str, str], log: Path, make: bool = False) -> Iterator[Up]:
+    """A ready `kb up` (or `make up`) in its own session. Whatever of it still runs afterwards
+    is killed, and its PostgreSQL stopped, so a failing test leaves nothing behind either."""
+    up = Up(env, log, make)
     seen: list[psutil.Process] = []
     try:
         up.wait_ready()
@@ -191,9 +203,7 @@ def test_a_stop_signal_stops_everything_and_exits_0(installation, tmp_path, sign
         status = up.process.wait(timeout=STOP_BOUND_S)
         took = time.monotonic() - sent
         assert status == 0, up.output()[-3000:]
-        assert _gone_within(started, 5) == [], up.output()[-3000:]
-        assert all(_port_free(port) for port in up.ports)
-        assert embedded_status(Settings.from_env(installation))["running"] is False
+        _assert_all_stopped(up, started, installation)
         print(f"{'+'.join(s.name for s in signals)}: stopped and exited in {took:.1f} s")
         daemon_log = (Path(installation["KB_HOME"]) / "logs" / "dagster-daemon.log").read_text()
         assert "Received interrupt, shutting down daemon threads" in daemon_log.split(
@@ -206,6 +216,35 @@ def test_a_stop_signal_stops_everything_and_exits_0(installation, tmp_path, sign
             # up to 60 s; the daemon waits up to 30 s for each of its threads): they are then
             # killed, and what was left is named.
             assert "query-service did not stop" not in up.output()
+
+
+def _assert_all_stopped(up: Up, started: list[psutil.Process], installation: dict[str, str]
+                        ) -> None:
+    assert _gone_within(started, 5) == [], up.output()[-3000:]
+    assert all(_port_free(port) for port in up.ports)
+    assert embedded_status(Settings.from_env(installation))["running"] is False
+
+
+@pytest.mark.slow
+def test_sigterm_to_make_alone_stops_everything_that_make_up_started(installation, tmp_path):
+    """make passes SIGTERM on to its recipe's process, waits for it, then dies of it: the
+    recipe's `exec` makes that process `kb up`, not a shell. (SIGINT and SIGHUP, which make
+    does not pass on, tests/unit/test_parent_watch.py sends to make with a stand-in.)"""
+    with kb_up(installation, tmp_path / "up.log", make=True) as up:
+        started = up.descendants() + up.postmaster()
+        [kb] = [p for p in started if p.ppid() == up.process.pid]
+        assert kb.cmdline()[1:4] == [KB, "up", "--stop-with-parent"]  # `exec`: not a shell
+        sent = time.monotonic()
+        up.process.send_signal(signal.SIGTERM)
+        status = up.process.wait(timeout=STOP_BOUND_S)
+        took = time.monotonic() - sent
+        assert status == -signal.SIGTERM, up.output()[-3000:]
+        _assert_all_stopped(up, started, installation)
+        assert "SIGTERM: stopping" in up.output()
+        assert "without passing it on" not in up.output()  # make passed it on
+        assert "hurrying the stop" not in up.output()
+        assert "stopped in" in up.output()
+        print(f"make up, SIGTERM to make: stopped and exited in {took:.1f} s")
 
 
 @pytest.mark.slow

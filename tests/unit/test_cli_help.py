@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from kb_cli.main import _parser
+from kb_cli.main import build_parser
 
 
 def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -16,7 +16,7 @@ def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 
 def test_every_subcommand_help_ends_with_examples_of_itself():
-    commands = dict(_subcommands(_parser()))
+    commands = dict(_subcommands(build_parser()))
     assert {("ingest",), ("status",), ("generation", "rebuild"), ("token", "create")} <= set(
         commands)
     for path, parser in commands.items():
