@@ -15,8 +15,8 @@ from kb_cli.progress_display import live_display
 from kb_core.database import connect
 from kb_core.generations import GenerationError, discard_generation, list_generations
 from kb_core.settings import Settings
-from kb_pipeline.defs.generations import generation_running
 from kb_pipeline.in_process import rebuild_in_process
+from kb_pipeline.runs import generation_running
 
 __all__ = ["run"]
 

@@ -32,17 +32,14 @@ from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_folder
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.generations import (
-    GATE_JOB,
-    GENERATIONS_PARTITIONS,
-    rebuild_tags,
-    stale_keys,
-)
+from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
+from kb_pipeline.rebuilds import stale_keys
 from kb_pipeline.run_workers import execute_runs
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
     GENERATION_TAG,
+    GENERATIONS_PARTITIONS,
     MAX_REBUILT_PER_RUN,
     PartitionChanges,
     apply_partition_changes,
@@ -51,6 +48,7 @@ from kb_pipeline.runs import (
     partition_ranges,
     process_tags,
     range_tags,
+    rebuild_tags,
     sweep_staging,
 )
 from kb_pipeline.stages import pipeline_version

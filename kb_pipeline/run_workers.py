@@ -30,7 +30,7 @@ from dagster._core.instance.ref import InstanceRef  # what get_ref returns; not 
 from kb_core.progress import listening, report
 from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER, IN_PROCESS_LOGGING
 from kb_pipeline.runs import process_tags
 

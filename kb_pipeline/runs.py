@@ -1,7 +1,8 @@
 """Run bookkeeping shared by the folder sensor and the in-process drivers (`kb ingest`,
 `kb generation rebuild`): the documents partitions kept in step with the catalogue, changed
 documents turned into a few runs over ranges of partitions, the tags that say which generation
-and which process a run belongs to, and the clean-up after runs whose process died."""
+and which process a run belongs to (and whether a generation's runs are still going), and the
+clean-up after runs whose process died."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kb_core.queries import query
 
 __all__ = [
     "DOCUMENTS_PARTITIONS",
+    "GENERATIONS_PARTITIONS",
     "GENERATION_TAG",
     "MAX_CHANGED_PER_RUN",
     "MAX_REBUILT_PER_RUN",
@@ -29,11 +31,13 @@ __all__ = [
     "PartitionChanges",
     "apply_partition_changes",
     "fail_abandoned_runs",
+    "generation_running",
     "keys_in_runs",
     "partition_changes",
     "partition_ranges",
     "process_tags",
     "range_tags",
+    "rebuild_tags",
     "run_generation",
     "sweep_staging",
 ]
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 
 # One partition per document, keyed by its source_uri.
 DOCUMENTS_PARTITIONS = dg.DynamicPartitionsDefinition(name="documents")
+# One partition per rebuilt index generation, keyed by its id, for its evaluation and publication.
+GENERATIONS_PARTITIONS = dg.DynamicPartitionsDefinition(name="generations")
 
 # On the runs of a rebuild: the index generation they build (absent: the live one).
 GENERATION_TAG = "kb/generation"
@@ -86,6 +92,10 @@ def range_tags(first: str, last: str) -> dict[str, str]:
     return {ASSET_PARTITION_RANGE_START_TAG: first, ASSET_PARTITION_RANGE_END_TAG: last}
 
 
+def rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
+    return {**range_tags(first, last), GENERATION_TAG: str(gen_id)}
+
+
 def run_generation(tags: Mapping[str, str]) -> int | None:
     """The index generation a run writes to, from its tags (None: the live generation)."""
     value = tags.get(GENERATION_TAG)
@@ -107,6 +117,12 @@ def keys_in_runs(
         if first in position and last in position:
             covered.update(ordered_keys[position[first] : position[last] + 1])
     return covered
+
+
+def generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
+    """Whether a rebuild or evaluation run of generation `gen_id` is queued or running."""
+    return bool(instance.get_run_ids(
+        dg.RunsFilter(tags={GENERATION_TAG: str(gen_id)}, statuses=UNFINISHED), limit=1))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
-"""The outside systems the pipeline talks to, as Dagster resources. Their fields are the
-configuration's (kb_core/settings.py), so the Dagster UI shows what a run uses; secrets arrive
-as environment variables Dagster reads when a run launches and never shows."""
+"""The outside systems the pipeline talks to, as Dagster resources, shared by every domain. Their
+fields are the configuration's (kb_core/settings.py), so the Dagster UI shows what a run uses;
+secrets arrive as environment variables Dagster reads when a run launches and never shows. The
+engine's parts a run measures or embeds with are built from them (`evaluation_settings`,
+`facts_embedder_for`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,15 +14,18 @@ import dagster as dg
 import psycopg
 
 from kb_core.database import connect
-from kb_core.embeddings import Embedder, make_embedder
+from kb_core.embeddings import Embedder, embedder_for_index, make_embedder
 from kb_core.generations import use_generation
 from kb_core.settings import AnswererSettings, EmbedderSettings, RerankerSettings, Settings, secret
+from kb_search.learned_facts import EmbedderFor
 
 __all__ = [
     "AnswererResource",
     "EmbedderResource",
     "PostgresResource",
     "RerankerResource",
+    "evaluation_settings",
+    "facts_embedder_for",
     "resources_for",
 ]
 
@@ -127,3 +133,17 @@ def resources_for(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "reranker": RerankerResource(**plain_and_secrets(
             settings.reranker, keys | {"cohere_api_key": "COHERE_API_KEY"})),
     }
+
+
+def evaluation_settings(embedder: EmbedderResource, answerer: AnswererResource,
+                        reranker: RerankerResource) -> Settings:
+    """The configuration read as this run starts (question sets, floors, synonyms), with the
+    engine's parts as the run's resources give them."""
+    return dataclasses.replace(Settings.from_env(), embedder=embedder.settings(),
+                               answerer=answerer.settings(), reranker=reranker.settings())
+
+
+def facts_embedder_for(embedder: EmbedderResource) -> EmbedderFor:
+    """The embedder of a generation's recorded model, with the configured providers."""
+    settings = embedder.settings()
+    return lambda model: embedder_for_index(model, settings)

@@ -6,7 +6,7 @@ import dagster as dg
 import pytest
 
 from kb_core.queries import query
-from kb_pipeline.defs import checks
+from kb_pipeline.defs.ingestion import checks
 from kb_pipeline.defs.resources import PostgresResource
 from kb_pipeline.in_process import ingest_paths
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -29,7 +30,8 @@ from kb_core.queries import query
 from kb_core.settings import EmbedderSettings, Settings
 from kb_core.tokens import TokenStore
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.learned_facts import LEARNED_FACTS_JOB, learned_facts_sensor
+from kb_pipeline.defs.learned_facts.jobs import LEARNED_FACTS_JOB
+from kb_pipeline.defs.learned_facts.sensors import learned_facts_sensor
 from kb_pipeline.defs.resources import PostgresResource
 from kb_pipeline.in_process import ingest_paths
 from kb_pipeline.stages import pipeline_version
@@ -135,6 +137,12 @@ async def test_a_correction_reaches_nobody_until_approved_then_only_its_document
     assert cited and cited[0]["title"] == "利用者による訂正（承認済み）"
     assert cited[0]["heading"].startswith("承認: reviewer（")
     assert CORRECTION[:40] in cited[0]["quote"]
+    # Numbered as the answer cites it, as any passage is: 1, 2, ... in reading order.
+    answer = await ask(client, tokens["colleague"], HOLIDAY_QUESTION)
+    numbers = [c["n"] for c in answer["citations"]]
+    assert any(c["learned_fact"] for c in answer["citations"])
+    assert numbers == list(range(1, len(numbers) + 1)) == [
+        int(n) for n in dict.fromkeys(re.findall(r"\[(\d+)\]", answer["answer"]))]
     assert await learned(client, tokens["hr"]) == []
     again = await client.post(f"/v1/corrections/{correction_id}/approve",
                               headers=tokens["reviewer"])

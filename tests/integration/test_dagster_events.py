@@ -26,7 +26,8 @@ from kb_core.database import dagster_storage_url
 from kb_core.progress import listening
 from kb_core.settings import Settings
 from kb_pipeline import in_process
-from kb_pipeline.defs.ingestion import EMBEDDING_POOL, INGEST_JOB
+from kb_pipeline.defs.ingestion.assets import EMBEDDING_POOL
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process
 from kb_pipeline.runs import GENERATION_TAG, PID_TAG, partition_ranges

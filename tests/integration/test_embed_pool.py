@@ -23,7 +23,7 @@ from kb_core.embeddings.pool import (
 )
 from kb_core.index_model import recorded_model
 from kb_core.settings import EmbedderSettings, Settings
-from kb_pipeline.defs.ingestion import EMBEDDING_POOL, chunk_embeddings
+from kb_pipeline.defs.ingestion.assets import EMBEDDING_POOL, chunk_embeddings
 from kb_pipeline.in_process import ingest_paths
 from kb_pipeline.runs import HOST_TAG, PID_TAG
 from kb_pipeline.stages import pipeline_version

@@ -12,7 +12,8 @@ import pytest
 
 from kb_core.settings import REPO_ROOT, Settings
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.evaluation import RECALL_CHECK, retrieval_evaluation
+from kb_pipeline.defs.evaluation.assets import retrieval_evaluation
+from kb_pipeline.defs.evaluation.checks import RECALL_CHECK
 from kb_pipeline.defs.resources import (
     AnswererResource,
     EmbedderResource,

@@ -24,7 +24,8 @@ from pypdf import PdfWriter
 from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.ingestion import INGEST_JOB, raw_documents
+from kb_pipeline.defs.ingestion.assets import raw_documents
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
 from tests.integration.test_sensor import evaluate
 from tests.unit.test_parsing import encrypt, make_pdf
 

@@ -10,7 +10,7 @@ import pytest
 from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
-from kb_pipeline.defs.sensor import docs_folder_sensor
+from kb_pipeline.defs.watched_folders.sensors import docs_folder_sensor
 from kb_pipeline.runs import MAX_CHANGED_PER_RUN
 
 

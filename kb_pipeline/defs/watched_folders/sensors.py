@@ -1,3 +1,4 @@
+# No `from __future__ import annotations`: Dagster reads these annotations at runtime.
 """The folder sensor: new, edited and deleted files in KB_DOCS_DIRS reach the index by
 themselves, within one sensor interval; a pipeline change starts a gated rebuild."""
 
@@ -9,8 +10,9 @@ from kb_core.generations import live_awaits_rebuild, refused_generation
 from kb_core.index_model import IndexModelMismatchError, check_index_model
 from kb_core.settings import Settings
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
-from kb_pipeline.defs.generations import GATE_JOB, rebuild_requests
-from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
+from kb_pipeline.defs.generations.jobs import GATE_JOB
+from kb_pipeline.defs.generations.sensors import rebuild_requests
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,

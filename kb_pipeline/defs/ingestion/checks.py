@@ -1,15 +1,26 @@
+# No `from __future__ import annotations`: Dagster reads these annotations at runtime.
 """Asset checks on search_index: integrity (blocking, ERROR) and access coverage (WARN). In a
 rebuild's runs they check the documents each run wrote into the generation being built, which
-its gate then checks whole (defs/generations.py)."""
+its gate then checks whole (defs/generations/assets.py)."""
 
 
 import dagster as dg
-import psycopg
 
 from kb_core.queries import query
-from kb_pipeline.defs.ingestion import search_index
+from kb_pipeline.defs.ingestion.assets import search_index
 from kb_pipeline.defs.resources import PostgresResource
+from kb_pipeline.integrity import violations_markdown
 from kb_pipeline.runs import run_generation
+
+__all__ = [
+    "INDEX_CHECKS",
+    "chunks_have_valid_embeddings",
+    "documents_have_access_rules",
+    "documents_have_whole_chunk_sets",
+    "group_sizes_match_chunks",
+    "no_open_ingestion_failures",
+    "no_orphan_documents",
+]
 
 Context = dg.AssetCheckExecutionContext
 
@@ -19,40 +30,17 @@ def _generation(context: Context) -> int | None:
     # check directly, outside any run.
     return run_generation(context.op_execution_context.run_tags)
 
-__all__ = ["INDEX_CHECKS", "INTEGRITY", "integrity_violations", "violations_markdown"]
-
-# The blocking checks' statements, with what each row they return names.
-_ROWS = {
-    "chunks_with_bad_embeddings": "document, chunk",
-    "documents_with_broken_chunks": "document, chunks, positions, last position, groups differ",
-    "group_sizes_drift": "group, recorded, counted",
-    "orphan_documents": "document",
-}
-# What a rebuilt generation is checked for whole, at its gate. Not orphans: its publication
-# drops the documents whose files left the catalogue while it was built.
-INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks", "group_sizes_drift")
-
 
 def _documents(context: Context) -> list[str] | None:
     """The documents a check looks at: in a rebuild's run, those of the run's partitions,
     which are all it wrote (each run checking the whole generation cost a full scan per run,
     hours at 1M passages; the gate checks the generation whole once, see
-    defs/generations.py); elsewhere None, the whole index, since the folder sensor also
+    defs/generations/); elsewhere None, the whole index, since the folder sensor also
     changes the live index outside runs (access rules)."""
     if _generation(context) is None or not (
             context.has_partition_key or context.has_partition_key_range):
         return None
     return list(context.partition_keys)
-
-
-def integrity_violations(conn: psycopg.Connection) -> dict[str, list[tuple]]:
-    """What the INTEGRITY statements find in the whole index `conn` reads, by statement."""
-    return {name: conn.execute(query(name), {"uris": None}).fetchall() for name in INTEGRITY}
-
-
-def violations_markdown(name: str, rows: list[tuple]) -> dg.MetadataValue:
-    return dg.MetadataValue.md(
-        "\n".join(f"- {_ROWS[name]}: {', '.join(map(str, row))}" for row in rows) or "none")
 
 
 def _rows_check(context: Context, postgres: PostgresResource, name: str) -> dg.AssetCheckResult:
@@ -61,7 +49,8 @@ def _rows_check(context: Context, postgres: PostgresResource, name: str) -> dg.A
     return dg.AssetCheckResult(
         passed=not rows,
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"violations": len(rows), "examples": violations_markdown(name, rows)},
+        metadata={"violations": len(rows),
+                  "examples": dg.MetadataValue.md(violations_markdown(name, rows))},
     )
 
 

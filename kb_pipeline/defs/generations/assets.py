@@ -3,85 +3,59 @@
 rebuilds every document into a new index generation beside the live one; it is evaluated and
 published only when its gate passes.
 
-The folder sensor calls `rebuild_requests` on each tick: it creates the generation and builds
-it in rounds of ingest runs tagged with it, each round over the catalogued files the generation
-does not hold yet (all of them at first; then files added or edited meanwhile). When a round
-leaves nothing to do, it launches `evaluate_generation` for it. There,
-`generation_search_indexes` builds the generation's search indexes once over all its rows
-(its documents were written without them), `generation_evaluation`
-replays the question sets against the candidate and the live generation side by side; its
-blocking checks keep `published_generation`, which switches the live index in one transaction,
-from running unless the candidate is as good. `kb generation rebuild` does the same in one
-process (kb_pipeline/in_process.py).
+The folder sensor calls `rebuild_requests` (sensors.py) on each tick: it creates the generation
+and builds it in rounds of ingest runs tagged with it, each round over the catalogued files the
+generation does not hold yet (all of them at first; then files added or edited meanwhile). When
+a round leaves nothing to do, it launches `evaluate_generation` (jobs.py) for it. There, these
+assets run: `generation_search_indexes` builds the generation's search indexes once over all its
+rows (its documents were written without them), `generation_evaluation` replays the question
+sets against the candidate and the live generation side by side; its blocking checks keep
+`published_generation`, which switches the live index in one transaction, from running unless
+the candidate is as good. `kb generation rebuild` does the same in one process
+(kb_pipeline/in_process.py).
 """
 
 
 import dagster as dg
-import psycopg
 
 from kb_core.generations import (
-    Access,
-    Generation,
     build_search_indexes,
-    create_generation,
-    discard_generation,
     generation,
-    is_claimed,
-    list_generations,
-    mark_round_launched,
     missing_from,
-    on_generation,
     publish_generation,
-    rebuild_needed,
     record_evaluation,
     set_state,
 )
 from kb_core.index_model import IndexModelMismatchError
-from kb_core.settings import Settings
-from kb_pipeline.access import AccessError
-from kb_pipeline.catalogue import stale_documents
-from kb_pipeline.defs.checks import integrity_violations, violations_markdown
-from kb_pipeline.defs.evaluation import evaluate_index, evaluation_settings
-from kb_pipeline.defs.ingestion import INGEST_JOB, raw_config
-from kb_pipeline.defs.learned_facts import facts_embedder_for
 from kb_pipeline.defs.resources import (
     AnswererResource,
     EmbedderResource,
     PostgresResource,
     RerankerResource,
+    evaluation_settings,
+    facts_embedder_for,
 )
-from kb_pipeline.runs import (
-    GENERATION_TAG,
-    MAX_REBUILT_PER_RUN,
-    UNFINISHED,
-    partition_ranges,
-    range_tags,
-)
-from kb_pipeline.stages import access_now, pipeline_version
+from kb_pipeline.index_evaluation import evaluate_index
+from kb_pipeline.integrity import integrity_violations, violations_markdown
+from kb_pipeline.rebuilds import current_access
+from kb_pipeline.runs import GENERATIONS_PARTITIONS
+from kb_pipeline.stages import pipeline_version
 from kb_search.learned_facts import index_learned_facts
 from kb_search.report import metrics_markdown, misses_markdown
 
 __all__ = [
-    "GATE_JOB",
-    "GENERATIONS_PARTITIONS",
-    "discard_generation_job",
+    "COVERAGE_GATE",
+    "RECALL_GATE",
+    "SOUND_GATE",
     "generation_evaluation",
-    "generation_running",
     "generation_search_indexes",
     "published_generation",
-    "rebuild_requests",
-    "rebuild_tags",
-    "stale_keys",
 ]
 
-GENERATIONS_PARTITIONS = dg.DynamicPartitionsDefinition(name="generations")
 RECALL_GATE = "generation_recall_at_5_holds"
 COVERAGE_GATE = "generation_covers_live_documents"
 SOUND_GATE = "generation_index_is_sound"
 _GENERATIONS = {"partitions_def": GENERATIONS_PARTITIONS, "group_name": "generations"}
-# Rounds of rebuild runs before a generation is evaluated as it stands: files that keep
-# changing, or keep failing without a checksum to recognise them by, must not keep it building.
-MAX_BUILD_ROUNDS = 3
 
 
 @dg.asset(
@@ -117,7 +91,7 @@ def generation_search_indexes(
             check_name=SOUND_GATE,
             passed=not found,
             severity=dg.AssetCheckSeverity.ERROR,
-            metadata={name: violations_markdown(name, rows)
+            metadata={name: dg.MetadataValue.md(violations_markdown(name, rows))
                       for name, rows in violations.items()},
         )],
     )
@@ -227,107 +201,5 @@ def published_generation(
         index_learned_facts(conn, facts_embedder_for(embedder))
     with postgres.connection() as conn:
         retired = publish_generation(conn, gen_id, pipeline_version(embedder.get()),
-                                     _current_access(conn))
+                                     current_access(conn))
     return dg.MaterializeResult(metadata={"generation": gen_id, "retired_generation": retired})
-
-
-def _current_access(conn: psycopg.Connection) -> Access:
-    def access(uri: str) -> tuple[list[str], str | None]:
-        try:
-            found = access_now(conn, uri)
-        except (OSError, AccessError):  # an unreadable rule hides the document, never widens
-            return [], None
-        return ([], None) if found is None else (list(found.groups), found.rule)
-
-    return access
-
-
-GATE_JOB = dg.define_asset_job(
-    "evaluate_generation",
-    selection=dg.AssetSelection.groups("generations"),
-    partitions_def=GENERATIONS_PARTITIONS,
-    description="Evaluate a rebuilt index generation and publish it if its gates pass.",
-)
-
-
-class DiscardConfig(dg.Config):
-    generation: int  # the id `kb generation list` and the generations partitions show
-
-
-@dg.op
-def discard_generation_op(
-    context: dg.OpExecutionContext, config: DiscardConfig, postgres: PostgresResource
-) -> None:
-    """Drop a generation that is not live; its figures stay in `kb generation list`."""
-    if generation_running(context.instance, config.generation):
-        raise dg.Failure(f"generation {config.generation} is still being built or evaluated")
-    with postgres.connection() as conn:
-        discard_generation(conn, config.generation, "discarded from Dagster (discard_generation)")
-
-
-@dg.job(name="discard_generation",
-        description="Drop a refused (or unwanted) index generation, as `kb generation discard`.")
-def discard_generation_job() -> None:
-    discard_generation_op()
-
-
-def rebuild_tags(gen_id: int, first: str, last: str) -> dict[str, str]:
-    return {**range_tags(first, last), GENERATION_TAG: str(gen_id)}
-
-
-def rebuild_requests(
-    context: dg.SensorEvaluationContext, conn: psycopg.Connection, version: str,
-    keys: list[str], settings: Settings,
-) -> tuple[list[dg.RunRequest], list]:
-    """The sensor's part in rebuilds: runs to request and generation partitions to add."""
-    if keys and rebuild_needed(conn, version):
-        gen = create_generation(conn, version)
-        context.log.info("pipeline changed to %s: rebuilding into generation %d", version, gen.id)
-    runs, partitions = [], []
-    for gen in list_generations(conn):
-        if gen.state not in ("building", "evaluating", "passed"):
-            continue
-        if generation_running(context.instance, gen.id) or is_claimed(conn, gen.id):
-            continue
-        if gen.pipeline_version != version:  # the pipeline changed again meanwhile
-            discard_generation(conn, gen.id, f"superseded by pipeline {version}")
-        elif gen.state == "building":
-            stale = stale_keys(conn, gen, version, settings, keys)
-            if stale:
-                runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=raw_config(settings),
-                                       tags=rebuild_tags(gen.id, first, last))
-                         for first, last in partition_ranges(keys, stale, MAX_REBUILT_PER_RUN)]
-                mark_round_launched(conn, gen.id)
-                continue
-            set_state(conn, gen.id, "evaluating")
-            partitions.append(GENERATIONS_PARTITIONS.build_add_request([str(gen.id)]))
-            runs.append(dg.RunRequest(job_name=GATE_JOB.name, partition_key=str(gen.id),
-                                      tags={GENERATION_TAG: str(gen.id)}))
-        elif gen.state == "passed":  # its publication gave up (the index stayed busy): again
-            runs.append(dg.RunRequest(
-                job_name=GATE_JOB.name, partition_key=str(gen.id),
-                asset_selection=[published_generation.key], tags={GENERATION_TAG: str(gen.id)}))
-        else:  # its evaluation run ended without a verdict
-            set_state(conn, gen.id, "failed",
-                      f"the {GATE_JOB.name} run of generation {gen.id} ended without a verdict; "
-                      "see that run in Dagster")
-    return runs, partitions
-
-
-def stale_keys(conn: psycopg.Connection, gen: Generation, version: str, settings: Settings,
-           keys: list[str]) -> list[str]:
-    """The documents partitions (of `keys`) the next build round of `gen` has to ingest:
-    none once its rounds are used up."""
-    if gen.build_rounds >= MAX_BUILD_ROUNDS:
-        return []
-    with on_generation(conn, gen.id):
-        stale = stale_documents(conn, version, settings.max_file_bytes)
-    known = set(keys)
-    return [uri for uri in stale if uri in known]
-
-
-def generation_running(instance: dg.DagsterInstance, gen_id: int) -> bool:
-    """Whether a rebuild or evaluation run of generation `gen_id` is queued or running."""
-    return bool(instance.get_run_ids(
-        dg.RunsFilter(tags={GENERATION_TAG: str(gen_id)}, statuses=UNFINISHED), limit=1))
-

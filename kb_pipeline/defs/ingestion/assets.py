@@ -1,5 +1,5 @@
 # No `from __future__ import annotations`: Dagster reads these annotations at runtime.
-"""The ingestion asset graph: raw_documents → parsed_documents → chunks → chunk_embeddings →
+"""The ingestion assets: raw_documents → parsed_documents → chunks → chunk_embeddings →
 search_index, one dynamic partition per document. A run tagged with an index generation
 (runs.GENERATION_TAG) writes that generation's tables instead of the live ones.
 
@@ -12,7 +12,6 @@ a few runs, not 1,000. State passes between assets through the staging tables in
 import dagster as dg
 
 from kb_core.generations import live_awaits_rebuild
-from kb_core.settings import Settings
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
 from kb_pipeline.runs import DOCUMENTS_PARTITIONS, run_generation
 from kb_pipeline.stages import (
@@ -27,11 +26,9 @@ from kb_pipeline.stages import (
 
 __all__ = [
     "EMBEDDING_POOL",
-    "INGEST_JOB",
     "chunk_embeddings",
     "chunks",
     "parsed_documents",
-    "raw_config",
     "raw_documents",
     "search_index",
 ]
@@ -129,16 +126,3 @@ def search_index(
     with postgres.connection(scope.generation) as conn:
         report = index_documents(conn, scope, embedder.get())
     return dg.MaterializeResult(metadata=report.metadata())
-
-
-INGEST_JOB = dg.define_asset_job(
-    "ingest_documents",
-    selection=dg.AssetSelection.groups("ingestion"),
-    partitions_def=DOCUMENTS_PARTITIONS,
-    description="Parse, chunk, embed and index changed documents.",
-)
-
-
-def raw_config(settings: Settings) -> dict:
-    """INGEST_JOB's run config: the file size limit of raw_documents."""
-    return {"ops": {"raw_documents": {"config": {"max_file_mb": settings.max_file_bytes >> 20}}}}

@@ -3,25 +3,17 @@
 generation holds them, with the counts a data engineer wants to see. Approval (the page, `kb
 corrections approve`) indexes a fact at once; this asset catches up a live generation that
 lacks some (one published while a correction was approved) and records the counts whenever
-corrections change. A rebuilt generation embeds its facts with its own model before it is
-evaluated and again before it is published (kb_pipeline/defs/generations.py)."""
+corrections change (sensors.py). A rebuilt generation embeds its facts with its own model before
+it is evaluated and again before it is published (kb_pipeline/defs/generations/assets.py)."""
 
 
 import dagster as dg
 
-from kb_core.embeddings import embedder_for_index
 from kb_core.generations import live_generation
-from kb_core.queries import query
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
-from kb_search.learned_facts import EmbedderFor, fact_counts, index_learned_facts
+from kb_pipeline.defs.resources import EmbedderResource, PostgresResource, facts_embedder_for
+from kb_search.learned_facts import fact_counts, index_learned_facts
 
-__all__ = ["LEARNED_FACTS_JOB", "facts_embedder_for", "learned_facts", "learned_facts_sensor"]
-
-
-def facts_embedder_for(embedder: EmbedderResource) -> EmbedderFor:
-    """The embedder of a generation's recorded model, with the configured providers."""
-    settings = embedder.settings()
-    return lambda model: embedder_for_index(model, settings)
+__all__ = ["learned_facts"]
 
 
 @dg.asset(kinds={"python", "postgres"}, group_name="corrections")
@@ -45,23 +37,3 @@ def learned_facts(
         "rejected": counts.rejected, "retired_for_review": counts.retired,
         "indexed_now": added, "generation": generation,
     })
-
-
-LEARNED_FACTS_JOB = dg.define_asset_job(
-    "index_learned_facts", selection=[learned_facts],
-    description="Index approved corrections the live generation lacks; count corrections.")
-
-
-@dg.sensor(job=LEARNED_FACTS_JOB, minimum_interval_seconds=30,
-           default_status=dg.DefaultSensorStatus.RUNNING)
-def learned_facts_sensor(
-    context: dg.SensorEvaluationContext, postgres: PostgresResource
-) -> dg.SensorResult:
-    """A run of learned_facts whenever a correction is submitted or decided, or a generation
-    is published."""
-    with postgres.connection() as conn:
-        changed = conn.execute(query("corrections_changed_at")).fetchone()[0]
-        state = f"{live_generation(conn).id}:{changed}"
-    if state == context.cursor:
-        return dg.SensorResult(cursor=state)
-    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=state)], cursor=state)

@@ -1,0 +1,2 @@
+"""Evaluation: retrieval_evaluation (assets.py), the checks it reports (checks.py), and when it
+runs (sensors.py)."""
