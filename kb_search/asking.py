@@ -1,6 +1,10 @@
 """A question answered from the passages the caller may see, with citations, or an honest
 "not found" decided first from retrieval evidence (kb_search/answerability.py), before any
-model is called."""
+model is called.
+
+The answerer cites passages by their retrieval rank; the answer, its stream and its citations
+number them in the order the answer first cites them (kb_search/answerers/numbering.py), and
+each citation quotes the sentences of its passage the answer used (kb_search/quoting.py)."""
 
 from __future__ import annotations
 
@@ -19,13 +23,15 @@ from kb_search.answerers import (
     Answer,
     Answerer,
     Passage,
-    StreamedAnswer,
     answer_with_fallback,
     stream_with_fallback,
     verify,
 )
+from kb_search.answerers.contract import citations, claims
+from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
 from kb_search.planner import QueryPlan
-from kb_search.search import PreparedQuery, Searcher, SearchResult
+from kb_search.quoting import quote_passage
+from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult
 
 __all__ = [
     "AskResult",
@@ -39,18 +45,23 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PASSAGES = 5  # passages an answerer sees
-QUOTE_CHARS = 200
 
 
 class Citation(msgspec.Struct):
-    n: int
+    """A passage the answer cites, numbered as the answer first cites it, with what it used."""
+
+    n: int  # [n] in the answer: 1, 2, ... in the order of first citation
+    passage: int  # the passage's number as offered (its retrieval rank; the stream's `passage`)
     source_uri: str
     path: str
     title: str
     heading: str
     page: str | None
     chunk_id: int
-    quote: str
+    document_id: int | None  # where GET /v1/documents/{id} opens it; None for a learned fact
+    quote: str  # the passage's sentences the answer used, "…" between those apart
+    context_before: str  # the passage's sentence before the quote ("" at its start)
+    context_after: str  # the passage's sentence after it ("" at its end)
     learned_fact: bool = False  # an approved correction: heading names reviewer and date
 
 
@@ -77,6 +88,12 @@ class PreparedAnswer:
     reason: str | None  # why retrieval alone decided "not found"
     started: float
     answerability: float  # the model's probability that the passages hold the answer
+    question: str  # what the passages were retrieved for: a quote falls back on it
+
+    @property
+    def offered(self) -> list[int]:
+        """The numbers the passages are offered under."""
+        return [p.n for p in self.passages]
 
 
 class Asker:
@@ -113,7 +130,8 @@ class Asker:
         if reason is None and probability < threshold:
             reason = (f"weak evidence: the passages hold the answer with probability "
                       f"{probability:.3f}, under {threshold:.3f}")
-        return PreparedAnswer(result, passages, reason is None, reason, started, probability)
+        return PreparedAnswer(result, passages, reason is None, reason, started, probability,
+                              question)
 
     def answer(self, prepared: PreparedAnswer, question: str, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""
@@ -122,34 +140,38 @@ class Asker:
         answer = answer_with_fallback(self.answerer, question, prepared.passages, log)
         return self.finish(prepared, answer, query_id)
 
-    def stream(self, prepared: PreparedAnswer, question: str) -> StreamedAnswer | KnownAnswer:
-        """Iterate for the text deltas, then `result()`; one delta of "not found" when
-        retrieval found nothing relevant (no model is called)."""
+    def stream(self, prepared: PreparedAnswer, question: str) -> NumberedStream:
+        """Iterate for the text deltas, their citations numbered as the answer first uses
+        them, then `result()`; one delta of "not found" when retrieval found nothing relevant
+        (no model is called)."""
         if not prepared.evidence_found:
-            return KnownAnswer(_not_found(self.answerer))
-        return stream_with_fallback(self.answerer, question, prepared.passages, log)
+            return NumberedStream(KnownAnswer(_not_found(self.answerer)), prepared.offered)
+        return NumberedStream(
+            stream_with_fallback(self.answerer, question, prepared.passages, log),
+            prepared.offered)
 
     def finish(self, prepared: PreparedAnswer, answer: Answer, query_id: str) -> AskResult:
-        """Verify the answer and attach the passages it cites."""
-        verified, warnings = verify(answer, prepared.passages)
-        if prepared.reason:
-            warnings = [*warnings, f"not found from retrieval evidence: {prepared.reason}"]
+        """Number the answer's citations as it first uses them, verify it, and attach what it
+        quotes of each passage it cites."""
+        text, numbers = renumber(answer.text, prepared.offered)
+        shown = msgspec.structs.replace(answer, text=text, cited=citations(text))
         by_n = {p.n: (p, h) for p, h in zip(prepared.passages, prepared.search.hits,
                                               strict=True)}
-        cited = [by_n[n] for n in answer.cited if n in by_n] if answer.found else []
+        # The passages under the reader's numbers: verification names what a reader sees.
+        cited = [(c, *by_n[c.passage]) for c in numbers]
+        verified, warnings = verify(shown, [msgspec.structs.replace(p, n=c.n)
+                                            for c, p, _ in cited])
+        if prepared.reason:
+            warnings = [*warnings, f"not found from retrieval evidence: {prepared.reason}"]
         return AskResult(
             query_id=query_id,
-            answer=answer.text,
-            found=answer.found,
+            answer=shown.text,
+            found=shown.found,
             verified=verified,
             warnings=warnings,
-            answerer=answer.answerer,
-            citations=[
-                Citation(n=p.n, source_uri=h.source_uri, path=p.path, title=p.title,
-                         heading=p.heading, page=p.page, chunk_id=p.chunk_id,
-                         quote=_quote(p.content), learned_fact=h.learned_fact)
-                for p, h in cited
-            ],
+            answerer=shown.answerer,
+            citations=[_citation(c, p, h, shown.text, prepared.question)
+                       for c, p, h in cited] if shown.found else [],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
         )
 
@@ -184,5 +206,13 @@ def _not_found(answerer: Answerer) -> Answer:
     return Answer(text=NOT_FOUND, found=False, cited=[], answerer=answerer.name)
 
 
-def _quote(content: str) -> str:
-    return content if len(content) <= QUOTE_CHARS else content[:QUOTE_CHARS].rstrip() + "…"
+def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, answer: str,
+              question: str) -> Citation:
+    """The citation [number.n] of `answer`, quoting what the answer used of `passage`."""
+    said = [claim.text for claim in claims(answer) if number.n in claim.cites]
+    quote = quote_passage(passage, said, question)
+    return Citation(n=number.n, passage=number.passage, source_uri=hit.source_uri,
+                    path=passage.path, title=passage.title, heading=passage.heading,
+                    page=passage.page, chunk_id=passage.chunk_id, document_id=hit.document_id,
+                    quote=quote.text, context_before=quote.before, context_after=quote.after,
+                    learned_fact=hit.learned_fact)

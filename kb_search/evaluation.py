@@ -27,6 +27,7 @@ from msgspec import UNSET, UnsetType
 
 from kb_core.progress import report as report_progress
 from kb_core.queries import query
+from kb_search.answerers.contract import citations, claims
 from kb_search.answerers.judge import FaithfulnessJudge
 from kb_search.asking import Asker, AskResult, missing_evidence
 from kb_search.search import Searcher
@@ -52,8 +53,10 @@ __all__ = [
     "load_question_sets",
     "load_questions",
     "mode_rows",
+    "numbered_in_order",
     "numbers_match",
     "recall_curve",
+    "quotes_hold",
     "refusal_curve",
     "run_question_set",
     "source_matches",
@@ -147,6 +150,9 @@ class AnswerMetrics(msgspec.Struct):
     answerable_not_found_rate: float  # what KB_MAX_FALSE_NOT_FOUND bounds, end to end
     numbers_match_rate: float
     verified_rate: float
+    # Found answers whose [n] run 1, 2, ... in order of first appearance and whose citations
+    # are exactly those, in that order.
+    citations_in_order_rate: float
     forbidden_citations: int | None  # None when not measured
     wrong: list[WrongAnswer]
     judge: str | UnsetType = UNSET
@@ -157,6 +163,9 @@ class AnswerMetrics(msgspec.Struct):
     gold_in_answer_rate: float | UnsetType = UNSET
     answer_chars_median: float | UnsetType = UNSET
     answer_chars_p90: float | UnsetType = UNSET
+    # The citations of extractive answers whose quote holds every sentence the answer took from
+    # that passage (`quotes_hold`); only where the extractive answerer answered.
+    quotes_hold_answer_rate: float | UnsetType = UNSET
 
     def faithfulness(self) -> float | None:
         """The model-judged faithfulness; None when no judge ran or it scored no answer."""
@@ -403,6 +412,27 @@ def numbers_match(answer: AskResult) -> bool:
     return not any(w.startswith(_UNSUPPORTED) for w in answer.warnings)
 
 
+def numbered_in_order(answer: AskResult) -> bool:
+    """Whether the answer's [n] run 1, 2, ... in the order it first cites them, and its
+    citations are those numbers, in that order."""
+    expected = list(range(1, len(answer.citations) + 1))
+    return citations(answer.answer) == expected and [c.n for c in answer.citations] == expected
+
+
+def quotes_hold(answer: AskResult) -> list[bool]:
+    """For each citation, whether its quote holds every piece of the answer that cites it,
+    line by line (a table row is quoted under its header, "…" between them), NFKC, white
+    space removed. For the extractive answerer, whose pieces are the sentences it quoted."""
+    said = claims(answer.answer)
+    return [all(_holds_lines(c.quote, claim.text) for claim in said if c.n in claim.cites)
+            for c in answer.citations]
+
+
+def _holds_lines(quote: str, said: str) -> bool:
+    held = _squeezed(quote)
+    return all(_squeezed(line) in held for line in said.splitlines() if line.strip())
+
+
 def evaluate_answers(
     questions: list[EvalQuestion],
     answers: list[AskResult],
@@ -418,6 +448,9 @@ def evaluate_answers(
       answerable_not_found_rate: answerable questions answered "not found";
     - numbers_match_rate: found answers whose every number and code appears in a passage they
       cite; verified_rate: answers whose verification raised no warning at all;
+    - citations_in_order_rate: found answers numbered as read (`numbered_in_order`);
+      quotes_hold_answer_rate: the extractive answers' citations whose quote holds what the
+      answer took from the passage (`quotes_hold`);
     - forbidden_citations: answers citing a document the question's groups (its own "groups",
       else `default_groups`) may not see, by `document_groups` (source_uri → allowed groups; a
       document missing from it counts as forbidden). Not measured when it is None.
@@ -434,6 +467,7 @@ def evaluate_answers(
     found = [a for a in answers if a.found]
     gold = [(q, a) for q, a in zip(questions, answers, strict=True) if q.answerable and q.answer]
     bodies = sorted(len(_CITATION.sub("", a.answer)) for a in found)
+    held = [ok for a in found if a.answerer.startswith("extractive") for ok in quotes_hold(a)]
     return AnswerMetrics(
         answerable=len(answerable),
         unanswerable=unanswerable,
@@ -445,6 +479,7 @@ def evaluate_answers(
         answerable_not_found_rate=_rate(len(said_not_found) - true_not_found, len(answerable)),
         numbers_match_rate=_rate(sum(1 for a in found if numbers_match(a)), len(found)),
         verified_rate=_rate(sum(1 for a in answers if a.verified), len(answers)),
+        citations_in_order_rate=_rate(sum(1 for a in found if numbered_in_order(a)), len(found)),
         forbidden_citations=(
             None if document_groups is None
             else sum(1 for f in failures if "cites a forbidden document" in f)
@@ -459,6 +494,7 @@ def evaluate_answers(
                 _CITATION.sub("", a.answer), q.answer or "")), len(gold)),
             "answer_chars_median": _quantile(bodies, 0.5),
             "answer_chars_p90": _quantile(bodies, 0.9)} if gold else {}),
+        **({"quotes_hold_answer_rate": _rate(sum(held), len(held))} if held else {}),
     )
 
 

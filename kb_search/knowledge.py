@@ -17,8 +17,8 @@ from kb_core.callers import Caller
 from kb_core.keywords import normalize
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
-from kb_search.answerers import StreamedAnswer
-from kb_search.asking import Asker, AskResult, KnownAnswer, PreparedAnswer
+from kb_search.answerers.numbering import NumberedStream
+from kb_search.asking import Asker, AskResult, PreparedAnswer
 from kb_search.search import Mode, PreparedQuery, SearchResult
 
 __all__ = ["AnswerCache", "KnowledgeService", "public"]
@@ -118,11 +118,11 @@ class KnowledgeService:
             conn, question, list(caller.groups), question_vector, beside))
         return str(uuid.uuid4()), prepared
 
-    def stream(self, prepared: PreparedAnswer, question: str) -> StreamedAnswer | KnownAnswer:
+    def stream(self, prepared: PreparedAnswer, question: str) -> NumberedStream:
         return self.asker.stream(prepared, question)
 
     def finish_stream(self, caller: Caller, question: str, query_id: str,
-                      prepared: PreparedAnswer, stream: StreamedAnswer | KnownAnswer) -> AskResult:
+                      prepared: PreparedAnswer, stream: NumberedStream) -> AskResult:
         """The final answer of a stream iterated to the end, verified and logged."""
         result = self.asker.finish(prepared, stream.result(), query_id)
         with self.pool.connection() as conn:

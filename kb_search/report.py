@@ -60,7 +60,19 @@ def _answer_measures(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
         ("numbers_match_rate", "found answers whose numbers and codes are all in a cited passage",
          answers.numbers_match_rate),
         ("verified_rate", "answers verified without warnings", answers.verified_rate),
+        ("citations_in_order_rate", "found answers whose citations are numbered 1, 2, ... as read",
+         answers.citations_in_order_rate),
+        *_quotes_measure(answers),
     ]
+
+
+def _quotes_measure(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
+    """The quotes' measure, where the extractive answerer answered."""
+    if isinstance(answers.quotes_hold_answer_rate, UnsetType):
+        return []
+    return [("quotes_hold_answer_rate",
+             "extractive citations whose quote holds the sentences the answer took from it",
+             answers.quotes_hold_answer_rate)]
 
 
 def answer_rows(answers: AnswerMetrics) -> list[tuple[str, str]]:
@@ -362,9 +374,14 @@ def text_report(report: EvalReport) -> str:
             f"said of {answers.answerable_not_found_rate:.1%} of the answerable",
             f"numbers and codes found in a cited passage: {answers.numbers_match_rate:.1%}"
             f" of {answers.found} answers; verified answers: {answers.verified_rate:.1%}",
+            f"citations numbered 1, 2, ... as read: {answers.citations_in_order_rate:.1%} of "
+            f"the found answers",
             f"answers citing a document outside the question's groups: "
             f"{answers.forbidden_citations}",
         ]
+        if not isinstance(answers.quotes_hold_answer_rate, UnsetType):
+            lines.append(f"extractive citations whose quote holds what the answer took from "
+                         f"it: {answers.quotes_hold_answer_rate:.1%}")
         if not isinstance(answers.gold_in_answer_rate, UnsetType):
             lines.append(f"answers containing the gold text: {answers.gold_in_answer_rate:.1%}"
                          f"; answer length median {answers.answer_chars_median:.0f}, 90th "

@@ -21,7 +21,7 @@ from litestar.params import Body
 from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
 from kb_core.callers import Caller
-from kb_search.asking import AskResult
+from kb_search.asking import AskResult, PreparedAnswer
 from kb_search.knowledge import KnowledgeService, public
 from kb_search.search import SearchResult
 from query_service.errors import ServiceError, refuse_unknown_query
@@ -88,6 +88,28 @@ class RecentQuestions(msgspec.Struct):
     questions: list[str]
 
 
+class OfferedPassage(msgspec.Struct):
+    """A passage the answerer is given, before it answers: what a citation may come to be."""
+
+    passage: int  # the number a delta's `cited` and the answer's citations refer to it by
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    chunk_id: int
+    # Where the page's citation card opens the source (GET /v1/documents/{id}); null for a
+    # learned fact, which has no document of its own.
+    document_id: int | None
+    learned_fact: bool
+
+
+class OfferedPassages(msgspec.Struct):
+    """The stream's `citations` event: the passages offered, under their own numbers. Not the
+    answer's [n]: those come with the deltas that first use them."""
+
+    passages: list[OfferedPassage]
+
+
 class ErrorBody(msgspec.Struct):
     """Every error response: a stable code and a sentence for people (errors.py)."""
 
@@ -123,8 +145,10 @@ class AskOperation(Operation):
             # One event: its name and its data, a JSON text.
             ok.content["text/event-stream"] = OpenAPIMediaType(schema=Schema(
                 type=OpenAPIType.OBJECT, required=["event", "data"],
-                description="`citations` (the passages offered), `delta` events with text, "
-                            "then `done` carrying the full answer JSON",
+                description="`citations` (the passages offered, by their own `passage` "
+                            "number), `delta` events with text and the [n] it cites first "
+                            "(`cited`: n and passage), then `done` carrying the full answer "
+                            "JSON",
                 properties={
                     "event": Schema(type=OpenAPIType.STRING,
                                     enum=["citations", "delta", "done"]),
@@ -261,24 +285,27 @@ def _integral(value: object) -> object:
 
 async def _answer_events(service: KnowledgeService, caller: Caller,
                          question: str) -> AsyncIterator[ServerSentEventMessage]:
-    """`citations` (the passages offered), `delta` text events, then `done` with the result."""
+    """`citations` (the passages offered), `delta` text events, each with the citation numbers
+    it uses first, then `done` with the result, which is authoritative."""
     query_id, prepared = await anyio.to_thread.run_sync(service.prepare_stream, caller, question)
-    # document_id: where the page's citation card opens the source (GET /v1/documents/{id});
-    # null for a learned fact, which has no document of its own.
-    hits = {h.chunk_id: h for h in prepared.search.hits}
-    offered = [{"n": p.n, "path": p.path, "title": p.title, "heading": p.heading,
-                "page": p.page, "chunk_id": p.chunk_id,
-                "document_id": hits[p.chunk_id].document_id,
-                "learned_fact": hits[p.chunk_id].learned_fact}
-               for p in prepared.passages]
-    yield ServerSentEventMessage(event="citations", data=_json({"passages": offered}))
+    yield ServerSentEventMessage(event="citations", data=_json(_offered(prepared)))
     stream = service.stream(prepared, question)
     deltas = iter(stream)
     while (delta := await anyio.to_thread.run_sync(next, deltas, None)) is not None:
-        yield ServerSentEventMessage(event="delta", data=_json({"text": delta}))
+        # The engine's AnswerDelta is the wire's: {"text": ..., "cited": [{"n", "passage"}]}.
+        yield ServerSentEventMessage(event="delta", data=_json(delta))
     result = await anyio.to_thread.run_sync(
         service.finish_stream, caller, question, query_id, prepared, stream)
     yield ServerSentEventMessage(event="done", data=_json(public(result)))
+
+
+def _offered(prepared: PreparedAnswer) -> OfferedPassages:
+    hits = {h.chunk_id: h for h in prepared.search.hits}
+    return OfferedPassages(passages=[
+        OfferedPassage(passage=p.n, path=p.path, title=p.title, heading=p.heading, page=p.page,
+                       chunk_id=p.chunk_id, document_id=hits[p.chunk_id].document_id,
+                       learned_fact=hits[p.chunk_id].learned_fact)
+        for p in prepared.passages])
 
 
 def _json(value: object) -> str:

@@ -18,10 +18,12 @@ __all__ = [
     "Answer",
     "Answerer",
     "AnswererConfigError",
+    "Claim",
     "Passage",
     "UnknownAnswererError",
     "answer_from_text",
     "citations",
+    "claims",
     "is_not_found",
 ]
 
@@ -29,6 +31,8 @@ NOT_FOUND = "該当する記載が見つかりませんでした。"
 
 # After NFKC: ［１，２］ has become [1,2].
 CITATION = re.compile(r"\[\s*(\d+(?:\s*[,、]\s*\d+)*)\s*\]")
+# One or more marks written one after the other: the citations of the text before them.
+_MARK_RUN = re.compile(r"(?:\s*\[\s*\d+(?:\s*[,、]\s*\d+)*\s*\])+")
 _TRAILING = re.compile(r"[\s。.]+$")
 
 
@@ -51,6 +55,13 @@ class Answer(msgspec.Struct):
     found: bool
     cited: list[int]  # the [n] numbers the text cites, in first-use order
     answerer: str  # e.g. "extractive", "claude/claude-sonnet-4-5", "extractive (fallback: ...)"
+
+
+class Claim(msgspec.Struct, frozen=True):
+    """A piece of an answer's text (NFKC) and the passages cited right after it."""
+
+    text: str
+    cites: list[int]
 
 
 class Answerer(Protocol):
@@ -86,6 +97,20 @@ def citations(text: str) -> list[int]:
         for number in re.split(r"\s*[,、]\s*", group.group(1).strip()):
             seen.setdefault(int(number))
     return list(seen)
+
+
+def claims(text: str) -> list[Claim]:
+    """The pieces of `text` that cite, each the text since the previous marks, with the
+    passages its marks cite: a sentence the extractive answerer quoted, or what an LLM said
+    before citing. Text after the last mark cites nothing and is left out."""
+    normalized = unicodedata.normalize("NFKC", text)
+    pieces, start = [], 0
+    for run in _MARK_RUN.finditer(normalized):
+        piece = normalized[start:run.start()].strip()
+        start = run.end()
+        if piece:
+            pieces.append(Claim(text=piece, cites=citations(run.group())))
+    return pieces
 
 
 def is_not_found(text: str) -> bool:

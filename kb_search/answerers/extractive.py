@@ -1,9 +1,12 @@
 """The default answerer, offline and deterministic: the sentences of the top passages likeliest
 to hold what the question asks for (kb_search/answerers/sentences.py), quoted verbatim, each
 followed by its passage's [n], so what the answer says is what the documents say and
-verification passes. Whether the passages hold the answer is retrieval's decision, made before
-any answerer is called (kb_search/answerability.py); this answerer says the not-found sentence
-only when there is nothing to quote.
+verification passes. A sentence that does not directly follow the one before it in the same
+paragraph starts a line of its own, so pieces from different places never run together (and a
+list item's marker, 「7.」, never sticks to the [n] before it). Whether the passages hold the
+answer is retrieval's decision, made before any answerer is called
+(kb_search/answerability.py); this answerer says the not-found sentence only when there is
+nothing to quote.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ import re
 from collections.abc import Iterator
 
 from kb_search.answerers.contract import NOT_FOUND, Answer, Passage, answer_from_text
-from kb_search.answerers.sentences import choose_sentences
+from kb_search.answerers.sentences import Sentence, choose_sentences
 
 __all__ = ["ExtractiveAnswerer"]
 
-_ENDS_SENTENCE = re.compile(r"[。！？!?」』）)]$")
+_SAME_LINE = re.compile(r"[ \t\u3000]*")  # between two sentences of one paragraph
 
 
 class ExtractiveAnswerer:
@@ -32,10 +35,18 @@ class ExtractiveAnswerer:
         if not chosen:
             yield NOT_FOUND
             return
-        for i, sentence in enumerate(chosen):
-            last = i == len(chosen) - 1
-            separator = "" if last or _ENDS_SENTENCE.search(sentence.text) else "\n"
-            yield f"{sentence.text}[{sentence.n}]{separator}"
+        contents = {p.n: p.content for p in passages}
+        for before, sentence in zip([None, *chosen], chosen, strict=False):
+            separator = "" if before is None or _follows(before, sentence, contents) else "\n"
+            yield f"{separator}{sentence.text}[{sentence.n}]"
 
     def finish(self, text: str) -> Answer:
         return answer_from_text(text, self.name)
+
+
+def _follows(before: Sentence, sentence: Sentence, contents: dict[int, str]) -> bool:
+    """Whether `sentence` is the next one after `before` in the same paragraph of a passage."""
+    if sentence.n != before.n or sentence.row or before.row:
+        return False
+    end, start = before.spans[-1][1], sentence.spans[0][0]
+    return end <= start and _SAME_LINE.fullmatch(contents[sentence.n], end, start) is not None

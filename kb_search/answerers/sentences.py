@@ -45,8 +45,9 @@ import msgspec
 from kb_core.keywords import SCRIPT_RUN
 from kb_search.answerers.contract import Passage
 
-__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "asked_parts",
-           "candidate_sentences", "choose_sentences", "default_model"]
+__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "Span", "asked_parts",
+           "candidate_sentences", "choose_sentences", "default_model", "passage_sentences",
+           "wording"]
 
 MODEL_FILE = Path(__file__).with_name("sentences.json")
 MAX_PASSAGES = 5
@@ -85,6 +86,11 @@ _ANSWER_TYPES = (
 )
 
 
+# Where a sentence lies in its passage's content: [start, end) character offsets, one span for
+# a sentence of prose, two for a table row (its header line, its own line).
+Span = tuple[int, int]
+
+
 class Sentence(msgspec.Struct, frozen=True):
     text: str
     n: int  # the citation number of its passage
@@ -92,6 +98,7 @@ class Sentence(msgspec.Struct, frozen=True):
     row: bool = False  # a table row under its header, not a sentence of prose
     heading: str = ""  # its passage's heading path and title, context for table rows
     title: str = ""
+    spans: tuple[Span, ...] = ()  # where its text lies in its passage's content
 
 
 class SentenceModel(msgspec.Struct, frozen=True):
@@ -229,30 +236,61 @@ def candidate_sentences(
     return candidates, rows
 
 
+def passage_sentences(passage: Passage, rank: int = 1) -> list[Sentence]:
+    """The sentences of one passage, in reading order, each knowing where it lies in the
+    passage's content; headings and fragments left out."""
+    return [Sentence(text, passage.n, rank, row, passage.heading, passage.title, spans)
+            for text, row, spans in _pieces(passage.content) if len(text) >= 4]
+
+
+def wording(text: str) -> set[str]:
+    """The character 2-grams that say what `text` is about (NFKC, kana runs but not hiragana
+    alone), to compare a sentence with another's wording."""
+    return _bigrams(_normalize(text))
+
+
 def _sentences(passages: list[Passage]) -> list[Sentence]:
     """The sentences of `passages`, in reading order; headings and fragments left out."""
-    return [Sentence(text, passage.n, rank, row, passage.heading, passage.title)
-            for rank, passage in enumerate(passages, start=1)
-            for text, row in _pieces(passage.content) if len(text) >= 4]
+    return [sentence for rank, passage in enumerate(passages, start=1)
+            for sentence in passage_sentences(passage, rank)]
 
 
-def _pieces(content: str) -> Iterator[tuple[str, bool]]:
+def _pieces(content: str) -> Iterator[tuple[str, bool, tuple[Span, ...]]]:
     """Sentences of prose; a table row whole, under its table's header row for context; each
-    with whether it is a row."""
-    header = None
-    for line in content.splitlines():
+    with whether it is a row and where its text lies in `content`."""
+    header: Span | None = None
+    for start, line in _lines(content):
         stripped = line.strip()
+        where = _stripped_span(line, start)
         # Our parsers render table rows as cells joined by " | " (Markdown tables keep pipes).
         if not (stripped.startswith("|") or "\t" in stripped or " | " in stripped):
             header = None
             if not stripped.startswith("#"):  # a Markdown heading names a topic, not an answer
-                yield from ((piece.strip(), False) for piece in _SENTENCE.findall(stripped))
+                for piece in _SENTENCE.finditer(line):
+                    span = _stripped_span(piece.group(), start + piece.start())
+                    if span[0] < span[1]:  # white space between sentences is none of them
+                        yield content[span[0]:span[1]], False, (span,)
         elif _TABLE_RULE.fullmatch(stripped):
             continue
         elif header is None:
-            header = stripped
+            header = where
         else:
-            yield f"{header}\n{stripped}", True
+            text = f"{content[header[0]:header[1]]}\n{stripped}"
+            yield text, True, (header, where)
+
+
+def _lines(content: str) -> Iterator[tuple[int, str]]:
+    """Each line of `content` without its line break, and where it starts."""
+    start = 0
+    for line in content.splitlines(keepends=True):
+        yield start, line.splitlines()[0]
+        start += len(line)
+
+
+def _stripped_span(text: str, start: int) -> Span:
+    """Where `text`, found at `start`, lies once white space is stripped from both ends."""
+    lead = len(text) - len(text.lstrip())
+    return start + lead, start + lead + len(text.strip())
 
 
 def _normalize(text: str) -> str:

@@ -7,17 +7,22 @@ a paragraph often covers the sentences before it). Both sides are NFKC-normalize
 digits match, and thousands separators are dropped, so 1,200 matches 1200. Codes (ZP-2041,
 ISO9001) must appear whole; 第22条 and 3営業日 are checked as the numbers 22 and 3. Kanji numerals
 (三日) are not read as numbers.
+
+`supporting_sentences` says which sentences of a cited passage hold what a piece of the answer
+says, by the same reading: what a citation quotes (kb_search/quoting.py).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from decimal import Decimal
 
 from kb_search.answerers.contract import CITATION, Answer, Passage, citations
+from kb_search.answerers.sentences import Sentence, wording
 
-__all__ = ["verify"]
+__all__ = ["supporting_sentences", "verify"]
 
 _DASHES = str.maketrans(dict.fromkeys("‐‑‒–—―−", "-"))
 # A sentence ends at 。！？!? or a line break, and keeps the citations written right after it.
@@ -26,6 +31,9 @@ _SENTENCE_END = re.compile(
 )
 _CODE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]+-?\d+(?:-\d+)*(?![0-9])")
 _NUMBER = re.compile(r"(?<![\d.])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_SPACE = re.compile(r"\s+")
+_QUOTED_WHOLE = 8  # characters a sentence needs before its appearing in a claim counts
+_SHARED_WORDING = 1 / 3  # of a claim's wording a sentence must hold to support it by words
 
 
 def verify(answer: Answer, passages: list[Passage]) -> tuple[bool, list[str]]:
@@ -94,3 +102,43 @@ def _has_code(passage: str, code: str) -> bool:
     # the digit guards keep ZP-204 from matching inside ZP-2041.
     pattern = rf"(?<![0-9]){re.escape(_compact(code))}(?![0-9])"
     return re.search(pattern, _compact(passage)) is not None
+
+
+def supporting_sentences(claim: str, sentences: Sequence[Sentence]) -> list[Sentence]:
+    """The sentences of one cited passage that hold what `claim` (a piece of an answer before
+    its [n]) says, in passage order: those it quotes whole, or one that quotes it; else, for
+    each number and code it states, the sentence holding it whose wording it shares most; else
+    the sentence whose wording it shares most, if that is a third of its own."""
+    said = _squeezed(claim)
+    if not said:
+        return []
+    quoted = [s for s in sentences if _quotes(said, _squeezed(s.text))]
+    if quoted:
+        return quoted
+    words = wording(claim)
+
+    def shared(sentence: Sentence) -> float:
+        return len(words & wording(sentence.text)) / (len(words) or 1)
+
+    text = _normalize(claim)
+    holders = [[s for s in sentences if _has_code(_normalize(s.text), code)]
+               for code in _CODE.findall(text)]
+    holders += [[s for s in sentences if _value(number) in _numbers(_normalize(s.text))]
+                for number in _NUMBER.findall(_CODE.sub(" ", text))]
+    picked = [max(h, key=shared) for h in holders if h]
+    if not picked:
+        best = max(sentences, key=shared, default=None)
+        picked = [best] if best is not None and shared(best) >= _SHARED_WORDING else []
+    return [s for s in sentences if any(s is p for p in picked)]
+
+
+def _quotes(said: str, sentence: str) -> bool:
+    """Whether a claim quotes a sentence whole, or the sentence quotes the claim."""
+    if sentence == said:
+        return True
+    return (len(sentence) >= _QUOTED_WHOLE and sentence in said) or (
+        len(said) >= _QUOTED_WHOLE and said in sentence)
+
+
+def _squeezed(text: str) -> str:
+    return _SPACE.sub("", _normalize(CITATION.sub(" ", _normalize(text))))

@@ -1,11 +1,19 @@
 // The employee page: asks through POST /v1/ask with stream: true, read with fetch (the
 // question never travels in a URL, which would land in logs), and shows the answer with its
 // citations. Untrusted text (answers, passages, paths) only ever enters the page as text.
+//
+// Citation numbers are the answer's: [1], [2], ... in the order it first cites each passage.
+// The stream's `citations` event offers the passages under their own `passage` numbers; a
+// `delta` names in `cited` each [n] its text uses for the first time and the passage it stands
+// for, and its card appears then; `done` carries the citations with their quotes, and is what
+// the page finally shows.
 "use strict";
 
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const $ = (id) => document.getElementById(id);
-let current = null; // {queryId, passages: Map n -> passage}
+const GAP = "…"; // between parts of a quote that are apart in the passage
+// {queryId, offered: Map passage -> offered passage, cited: Map n -> citation shown}
+let current = null;
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -74,7 +82,7 @@ function renderAnswer(text) {
   for (const match of text.matchAll(/\[(\d+)\]/g)) {
     target.append(text.slice(last, match.index));
     const n = match[1];
-    if (current && current.passages.has(Number(n))) {
+    if (current && current.cited.has(Number(n))) {
       target.append(el("a", { href: `#cite-${n}`, class: "ref", textContent: `[${n}]` }));
     } else {
       target.append(match[0]);
@@ -89,39 +97,65 @@ function whereIn(passage) {
 }
 
 // A passage opens its document; a learned fact (an approved correction) has none to open.
-function sourceLink(p) {
-  if (p.learned_fact) return null;
+function sourceLink(c) {
+  if (c.learned_fact) return null;
   const open = el("a", {
-    href: `/v1/documents/${p.document_id}?chunk_id=${p.chunk_id}`,
+    href: `/v1/documents/${c.document_id}?chunk_id=${c.chunk_id}`,
     class: "open", textContent: "原文を開く",
   });
   open.addEventListener("click", (event) => {
     event.preventDefault();
-    openSource(p.document_id, p.chunk_id);
+    openSource(c.document_id, c.chunk_id, current.cited.get(c.n)?.quote || "");
   });
   return open;
 }
 
-function renderCitations(passages, quotes) {
-  const list = $("citations");
-  list.replaceChildren();
-  for (const p of passages) {
-    const quote = quotes ? quotes.get(p.n) : null;
-    list.append(el("li", { id: `cite-${p.n}`, class: p.learned_fact ? "card learned" : "card" },
-      el("div", { class: "card-head" },
-        el("span", { class: "num", textContent: `[${p.n}]` }),
-        el("strong", { class: "title", textContent: p.title }),
-        p.learned_fact ? el("span", { class: "badge", textContent: "利用者による訂正" }) : null),
-      p.learned_fact ? null : el("div", { class: "path", textContent: p.path }),
-      whereIn(p) ? el("div", { class: "where", textContent: whereIn(p) }) : null,
-      quote ? el("blockquote", { textContent: quote }) : null,
-      sourceLink(p)));
-  }
-  $("sources-title").hidden = passages.length === 0;
+// The quote highlighted inside its context: the sentence before and after it, dimmed.
+function quoteBlock(c) {
+  if (!c.quote) return null;
+  const parts = c.quote.split(GAP);
+  const quoted = parts.flatMap((part, i) => [
+    i ? el("span", { class: "gap", textContent: `${GAP}\n` }) : null,
+    el("mark", { textContent: part }),
+  ]);
+  const context = (text) => el("span", { class: "context", textContent: text });
+  return el("blockquote", {},
+    c.context_before ? context(`${c.context_before}\n`) : null,
+    ...quoted,
+    c.context_after ? context(`\n${c.context_after}`) : null);
+}
+
+function citationCard(c) {
+  return el("li", { id: `cite-${c.n}`, class: c.learned_fact ? "card learned" : "card" },
+    el("div", { class: "card-head" },
+      el("span", { class: "num", textContent: `[${c.n}]` }),
+      el("strong", { class: "title", textContent: c.title }),
+      c.learned_fact ? el("span", { class: "badge", textContent: "利用者による訂正" }) : null),
+    c.learned_fact ? null : el("div", { class: "path", textContent: c.path }),
+    whereIn(c) ? el("div", { class: "where", textContent: whereIn(c) }) : null,
+    quoteBlock(c),
+    sourceLink(c));
+}
+
+// The cards of the citations, in the answer's order.
+function renderCitations(citations) {
+  current.cited = new Map(citations.map((c) => [c.n, c]));
+  $("citations").replaceChildren(...citations.map(citationCard));
+  $("sources-title").hidden = citations.length === 0;
+}
+
+// A number the streamed text cites for the first time: its passage's card, quote to come.
+function addCitation({ n, passage }) {
+  const offered = current.offered.get(passage);
+  if (!offered || current.cited.has(n)) return;
+  const shown = { ...offered, n, quote: "" };
+  current.cited.set(n, shown);
+  $("citations").append(citationCard(shown));
+  $("sources-title").hidden = false;
 }
 
 async function ask(question) {
-  current = { queryId: null, passages: new Map() };
+  current = { queryId: null, offered: new Map(), cited: new Map() };
   $("result").hidden = false;
   $("not-found").hidden = true;
   $("warning").hidden = true;
@@ -149,10 +183,10 @@ async function ask(question) {
     }
     for await (const { event, data } of serverEvents(response)) {
       if (event === "citations") {
-        for (const p of data.passages) current.passages.set(p.n, p);
-        renderCitations(data.passages, null);
+        for (const p of data.passages) current.offered.set(p.passage, p);
         status(data.passages.length ? "回答を作成しています…" : "");
       } else if (event === "delta") {
+        for (const cited of data.cited || []) addCitation(cited);
         text += data.text;
         renderAnswer(text);
       } else if (event === "done") {
@@ -173,15 +207,14 @@ function finish(result) {
   status("");
   if (!result.found) {
     $("answer").replaceChildren();
-    renderCitations([], null);
+    renderCitations([]);
     $("not-found").hidden = false;
   } else {
-    const quotes = new Map(result.citations.map((c) => [c.n, c.quote]));
-    const cited = [...current.passages.values()].filter((p) => quotes.has(p.n));
+    renderCitations(result.citations); // before the text, whose [n] link to these cards
     renderAnswer(result.answer);
-    renderCitations(cited, quotes);
     // What a correction concerns: the cited passages of documents, not other corrections.
-    current.correctable = cited.filter((p) => !p.learned_fact).map((p) => p.chunk_id);
+    current.correctable = result.citations.filter((c) => !c.learned_fact)
+      .map((c) => c.chunk_id);
     $("correct").hidden = current.correctable.length === 0;
     if (!result.verified) {
       $("warning").textContent = "この回答の一部は出典で確認できませんでした。出典を必ず確認してください。";
@@ -248,7 +281,21 @@ async function loadReview() {
   }));
 }
 
-async function openSource(documentId, chunkId) {
+// A passage's text with the parts of `quote` in it marked, in order.
+function markedText(content, quote) {
+  const nodes = [];
+  let at = 0;
+  for (const part of quote.split(GAP).map((p) => p.trim()).filter(Boolean)) {
+    const found = content.indexOf(part, at);
+    if (found < 0) continue;
+    nodes.push(content.slice(at, found), el("mark", { textContent: part }));
+    at = found + part.length;
+  }
+  nodes.push(content.slice(at));
+  return nodes;
+}
+
+async function openSource(documentId, chunkId, quote) {
   const response = await api(`/v1/documents/${documentId}?chunk_id=${chunkId}`);
   const dialog = $("source");
   if (!response.ok) {
@@ -263,13 +310,14 @@ async function openSource(documentId, chunkId) {
   passages.replaceChildren(...doc.passages.map((p) =>
     el("section", { class: p.cited ? "passage cited" : "passage" },
       el("div", { class: "where", textContent: whereIn(p) }),
-      el("p", { textContent: p.content }))));
+      el("p", {}, ...(p.cited ? markedText(p.content, quote) : [p.content])))));
   const download = $("source-download");
   download.hidden = !doc.original_url;
   if (doc.original_url) download.href = doc.original_url;
   dialog.showModal();
-  const cited = passages.querySelector(".cited");
-  if (cited) cited.scrollIntoView({ block: "center" });
+  // The quoted sentence, else the cited passage, in the middle of the view.
+  const target = passages.querySelector(".cited mark") || passages.querySelector(".cited");
+  if (target) target.scrollIntoView({ block: "center" });
 }
 
 async function loadRecent() {

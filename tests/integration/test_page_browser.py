@@ -148,6 +148,39 @@ def test_an_employee_signs_in_asks_reads_the_source_gives_feedback_and_signs_out
     assert outside == [], f"the page fetched from another host: {outside}"
 
 
+def test_a_card_shows_the_quoted_sentence_highlighted_in_its_context_and_the_source_opens_at_it(
+    service, browser, provider
+):
+    provider.user = {"sub": "emp-1002", "name": "佐藤 一郎", "groups": ["all-employees"]}
+    page = browser.new_page(viewport={"width": 1280, "height": 860}, locale="ja-JP")
+    _sign_in(page, service)
+    _ask(page, HOLIDAY_QUESTION)
+    page.locator("#feedback").wait_for()  # `done` has come: the cards carry their quotes
+    card = page.locator("#citations .card").first
+    assert card.locator(".num").inner_text() == "[1]"
+    quoted = card.locator("blockquote mark")
+    assert quoted.count() == 1 and quoted.is_visible()
+    assert quoted.inner_text() == "年次有給休暇は、取得日の3営業日前までに所属長へ申請する。"
+    highlight = quoted.evaluate("m => getComputedStyle(m).backgroundColor")
+    assert highlight not in ("rgba(0, 0, 0, 0)", "transparent")
+    context = card.locator("blockquote .context")
+    assert [c.strip() for c in context.all_inner_texts()] == [
+        "年次有給休暇は、入社6か月後から取得できる。", "承認された休暇は勤怠システムに記録される。"]
+    dimmed = context.first.evaluate("c => getComputedStyle(c).color")
+    assert dimmed != quoted.evaluate("m => getComputedStyle(m).color")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    card.screenshot(path=str(SCREENSHOTS / "citation-card-quote.png"))
+
+    card.get_by_role("link", name="原文を開く").click()
+    marked = page.locator("dialog#source .passage.cited mark")
+    marked.wait_for()
+    assert "3営業日前" in marked.inner_text()
+    in_view = marked.evaluate("m => { const r = m.getBoundingClientRect();"
+                              " return r.top >= 0 && r.bottom <= window.innerHeight; }")
+    assert in_view
+    _screenshot(page, "source-at-quote")
+
+
 def test_the_browser_is_refused_forged_and_expired_sessions_missing_csrf_tokens_replayed_states_and_other_sites(  # noqa: E501
     service, browser, provider, settings
 ):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import jwt
@@ -19,7 +21,7 @@ from kb_core.database import connect
 from kb_core.settings import Settings
 from kb_core.tokens import TokenStore
 from query_service.app import create_app
-from tests.fake_servers import fake_server
+from tests.fake_servers import QuietHandler, fake_server, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -229,6 +231,101 @@ async def test_streamed_answer_sends_citations_deltas_then_done_with_verificatio
     done = events[-1][1]
     assert "verified" in done and done["found"] is True
     assert "".join(data["text"] for name, data in events if name == "delta") == done["answer"]
+
+
+async def streamed_events(client: AsyncTestClient, question: str,
+                          token: str) -> list[tuple[str, dict]]:
+    """The Server-Sent Events of one streamed answer: (event, data) in order."""
+    events: list[list] = []
+    async with client.stream("POST", "/v1/ask", json={"question": question, "stream": True},
+                             headers=bearer(token)) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                events.append([line.split(":", 1)[1].strip(), None])
+            elif line.startswith("data:") and events:
+                events[-1][1] = json.loads(line.split(":", 1)[1])
+    return [(name, data) for name, data in events]
+
+
+@contextmanager
+def ollama_saying(deltas: list[str]) -> Iterator[str]:
+    """An Ollama server on 127.0.0.1 whose model says "".join(deltas): whole, or streamed as
+    these deltas (newline-delimited JSON) when asked to stream."""
+    def line(content: str, done: bool) -> str:
+        return json.dumps({"model": "m", "message": {"role": "assistant", "content": content},
+                           "done": done}, ensure_ascii=False)
+
+    class Handler(QuietHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            lines = ([line(d, False) for d in deltas] + [line("", True)] if body["stream"]
+                     else [line("".join(deltas), True)])
+            data = ("\n".join(lines) + "\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    with serve(Handler) as url:
+        yield url
+
+
+TRAVEL_QUESTION = "出張旅費と経費精算の上限額はどう違いますか"
+
+
+async def test_citations_are_numbered_as_the_answer_first_cites_them_whole_and_streamed(
+    sample_index_url, tokens, monkeypatch
+):
+    # The model cites the third passage first, then the first, never the second; the stream
+    # cuts its marks in two.
+    deltas = ["出張の規程に定めがあります[", "3]。経費の規程にも[1", "]定めがあります。", "[3]"]
+    with ollama_saying(deltas) as url:
+        monkeypatch.setenv("OLLAMA_HOST", url)
+        async with make_client(sample_index_url, llm="ollama") as client:
+            whole = (await client.post("/v1/ask", json={"question": TRAVEL_QUESTION},
+                                       headers=bearer(tokens["portal"]))).json()
+            events = await streamed_events(client, TRAVEL_QUESTION, tokens["portal"])
+    expected = "出張の規程に定めがあります[1]。経費の規程にも[2]定めがあります。[1]"
+    assert whole["answer"] == expected
+    assert [(c["n"], c["passage"]) for c in whole["citations"]] == [(1, 3), (2, 1)]
+
+    name, first = events[0]
+    assert name == "citations"  # the passages offered, under their own numbers
+    offered = {p["passage"]: p for p in first["passages"]}
+    assert sorted(offered) == list(range(1, len(offered) + 1)) and len(offered) >= 3
+    shown = [data for name, data in events if name == "delta"]
+    assert all("[" not in re.sub(r"\[\d+\]", "", d["text"]) for d in shown), "no half mark"
+    assert "".join(d["text"] for d in shown) == expected
+    announced = [(c["n"], c["passage"]) for d in shown for c in d["cited"]]
+    assert announced == [(1, 3), (2, 1)]
+    first_use = next(d for d in shown if "[1]" in d["text"])
+    assert first_use["cited"][0] == {"n": 1, "passage": 3}  # with the text that uses it
+    (name, done) = events[-1]
+    assert name == "done" and done["answer"] == expected
+    assert [(c["n"], c["passage"], c["chunk_id"]) for c in done["citations"]] == [
+        (1, 3, offered[3]["chunk_id"]), (2, 1, offered[1]["chunk_id"])]
+    assert all(c["document_id"] == offered[c["passage"]]["document_id"]
+               for c in done["citations"])
+
+
+@pytest.mark.parametrize("question", [TRAVEL_QUESTION, "有給休暇は何日前までに申請が必要ですか"])
+async def test_extractive_citations_run_from_1_in_reading_order_whole_and_streamed(
+    client, tokens, question
+):
+    whole = (await client.post("/v1/ask", json={"question": question},
+                               headers=bearer(tokens["portal"]))).json()
+    events = await streamed_events(client, question, tokens["portal"])
+    done = events[-1][1]
+    for answer in (whole, done):
+        numbers = list(range(1, len(answer["citations"]) + 1))
+        assert [int(n) for n in dict.fromkeys(re.findall(r"\[(\d+)\]", answer["answer"]))] == (
+            numbers) and [c["n"] for c in answer["citations"]] == numbers and numbers
+    assert done["answer"] == whole["answer"]
+    shown = [data for name, data in events if name == "delta"]
+    assert [(c["n"], c["passage"]) for d in shown for c in d["cited"]] == [
+        (c["n"], c["passage"]) for c in done["citations"]]
 
 
 async def test_feedback_attaches_to_the_callers_own_query(client, tokens, sample_index_url):

@@ -381,8 +381,9 @@ def test_extractive_stream_joins_to_its_answer():
     question = "有給休暇は何日前までに申請し、入社後いつ何日付与されますか"
     deltas = list(answerer.stream(question, [NOTICE, GRANT]))
     assert answerer.finish("".join(deltas)) == answerer.answer(question, [NOTICE, GRANT])
-    # One quoted sentence per delta, each with its passage's number.
-    assert deltas == [f"{NOTICE_SENTENCE}[1]", "有給休暇は入社6か月後に10日付与する。[2]"]
+    # One quoted sentence per delta, each with its passage's number; one from another place
+    # starts a line of its own.
+    assert deltas == [f"{NOTICE_SENTENCE}[1]", "\n有給休暇は入社6か月後に10日付与する。[2]"]
 
 
 VOCABULARY = ["有給休暇", "申請", "所属長", "出張", "宿泊費", "上限", "QC-2031", "ZP-2041",

@@ -32,7 +32,9 @@ from kb_search.evaluation import (
     holds_answer,
     load_question_sets,
     load_questions,
+    numbered_in_order,
     numbers_match,
+    quotes_hold,
     recall_curve,
     refusal_curve,
     source_matches,
@@ -380,7 +382,8 @@ DOCUMENT_GROUPS = {f"{DOCS}/all/就業規則.md": ["all-employees"],
                    f"{DOCS}/hr/給与規程.md": ["hr", "managers"]}
 
 
-def answered(text: str, *passages: tuple[str, str, str]) -> AskResult:
+def answered(text: str, *passages: tuple[str, str, str],
+             answerer: str = "hand-made") -> AskResult:
     """The `kb ask` result of an answer `text` given `passages` as [1], [2], ...: citations and
     verification by Asker.finish, as the service does it."""
     hits = [SearchHit(rank=n, chunk_id=n, document_id=n, source_uri=f"{DOCS}/{path}", path=path,
@@ -391,8 +394,8 @@ def answered(text: str, *passages: tuple[str, str, str]) -> AskResult:
                      page=None, content=h.content) for h in hits]
     prepared = PreparedAnswer(SearchResult(query="q", took_ms=0.0, hits=hits), given,
                               evidence_found=True, reason=None, started=time.perf_counter(),
-                              answerability=1.0)
-    answer = answer_from_text(text, "hand-made")
+                              answerability=1.0, question="有給の申請期限は？")
+    answer = answer_from_text(text, answerer)
     return Asker(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
 
 
@@ -540,3 +543,30 @@ def test_gold_answers_give_the_share_containing_them_and_the_answer_lengths() ->
     assert (metrics.answer_chars_median, metrics.answer_chars_p90) == (8.0, 9.0)
     assert "gold_in_answer_rate" not in msgspec.to_builtins(
         measure([(asked("all/就業規則.md"), answered("5日前までです。[1]", RULES))]))
+
+
+def test_answers_are_counted_numbered_as_read_only_when_their_marks_and_citations_run_from_1():
+    finished = answered("申請はポータルから行います。[2]5日前までに申請する。[1]", RULES, FAQ)
+    assert finished.answer.endswith("[1]5日前までに申請する。[2]")  # renumbered by finish
+    assert numbered_in_order(finished)
+    as_retrieved = msgspec.structs.replace(
+        finished, answer="申請はポータルから行います。[2]5日前までに申請する。[1]")
+    listed_apart = msgspec.structs.replace(finished, citations=finished.citations[::-1])
+    assert not numbered_in_order(as_retrieved) and not numbered_in_order(listed_apart)
+    metrics = measure([(asked("all/就業規則.md"), finished),
+                       (asked("all/就業規則.md"), as_retrieved)])
+    assert metrics.citations_in_order_rate == 0.5
+
+
+def test_quotes_count_as_holding_what_an_extractive_answer_took_only_when_they_quote_it():
+    extractive = answered("第20条 有給休暇は5日前までに申請する。[1]", RULES, answerer="extractive")
+    assert quotes_hold(extractive) == [True]
+    (citation,) = extractive.citations
+    first_characters = msgspec.structs.replace(
+        extractive, citations=[msgspec.structs.replace(citation, quote="第20条 有給")])
+    assert quotes_hold(first_characters) == [False]
+    metrics = measure([(asked("all/就業規則.md"), extractive),
+                       (asked("all/就業規則.md"), first_characters)])
+    assert metrics.quotes_hold_answer_rate == 0.5
+    hand_made = measure([(asked("all/就業規則.md"), answered("5日前です。[1]", RULES))])
+    assert "quotes_hold_answer_rate" not in msgspec.to_builtins(hand_made)  # no extractive
