@@ -91,9 +91,9 @@ def _environment(home: Path, embedder: str, embed_urls: str = "") -> dict[str, s
 
 
 def _ingest(folder: Path, env: dict[str, str]) -> tuple[float, IngestSummary]:
-    from kb_cli.dagster_home import dagster_instance
-    from kb_cli.database import prepare_database
+    from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
+    from kb_pipeline.dagster_home import dagster_instance
     from kb_pipeline.in_process import ingest_paths
 
     settings = prepare_database(Settings.from_env(env))
@@ -106,11 +106,11 @@ def _ingest(folder: Path, env: dict[str, str]) -> tuple[float, IngestSummary]:
 def _register(folder: Path, env: dict[str, str]) -> None:
     """Put the corpus in the catalogue and the documents partitions, as `kb ingest` does before
     its runs, and ingest nothing."""
-    from kb_cli.dagster_home import dagster_instance
-    from kb_cli.database import prepare_database
     from kb_core.database import connect
     from kb_core.embeddings import make_embedder
+    from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
+    from kb_pipeline.dagster_home import dagster_instance
     from kb_pipeline.in_process import register_paths
     from kb_pipeline.stages import pipeline_version
 
@@ -263,10 +263,10 @@ def rebuild(
     builds the index (its vectors from the stand-in embedder, not the cache)."""
     import dagster as dg
 
-    from kb_cli.dagster_home import dagster_instance
-    from kb_cli.database import prepare_database
     from kb_core.database import connect, stop_embedded
+    from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
+    from kb_pipeline.dagster_home import dagster_instance
     from kb_pipeline.runs import GENERATION_TAG
 
     own = home is None

@@ -115,9 +115,9 @@ def _score(label: str, scores: np.ndarray, relevant: list[set[int]], visible: np
 
 def bench_set(eval_path: Path, home: Path, groups: list[str], configs: list[tuple[int, int]],
               timed: int) -> None:
-    from kb_cli.database import prepare_database
     from kb_core.database import connect
     from kb_core.embeddings import make_embedder
+    from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
     from kb_pipeline.chunking import embedding_views
     from kb_search.engine import build_searcher

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from kb_cli.database import prepare_database
 from kb_core.database import connect
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 from kb_search.engine import build_searcher
 from kb_search.search import Searcher, configure_search_session

@@ -9,10 +9,10 @@ import argparse
 import getpass
 import sys
 
-from kb_cli.database import prepare_database
 from kb_cli.output import emit
 from kb_core.database import connect
 from kb_core.embeddings import embedder_for_index
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 from kb_search.corrections import (
     CorrectionError,

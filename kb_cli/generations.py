@@ -9,12 +9,12 @@ import sys
 
 import msgspec
 
-from kb_cli.dagster_home import dagster_instance
-from kb_cli.database import prepare_database
 from kb_cli.progress_display import live_display
 from kb_core.database import connect
 from kb_core.generations import GenerationError, discard_generation, list_generations
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
+from kb_pipeline.dagster_home import dagster_instance
 from kb_pipeline.in_process import rebuild_in_process
 from kb_pipeline.runs import generation_running
 

@@ -10,14 +10,14 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from kb_cli.dagster_home import dagster_instance
-from kb_cli.database import prepare_database
 from kb_cli.logs import LOG_FILE
 from kb_cli.output import emit
 from kb_cli.progress_display import live_display
 from kb_core.embeddings.pool import EmbeddingPoolError
 from kb_core.index_model import IndexModelMismatchError
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
+from kb_pipeline.dagster_home import dagster_instance
 from kb_pipeline.in_process import IngestSummary, ingest_paths
 
 __all__ = ["run"]

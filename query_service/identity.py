@@ -26,9 +26,9 @@ import jwt
 import msgspec
 import psycopg
 
+from kb_core.api_tokens import MAX_CREDENTIAL_CHARS, TOKEN_PREFIX, TokenStore
 from kb_core.callers import Caller
 from kb_core.settings import ServiceSettings
-from kb_core.tokens import MAX_CREDENTIAL_CHARS, TOKEN_PREFIX, TokenStore
 
 __all__ = [
     "IdentityError",

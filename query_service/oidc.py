@@ -19,10 +19,10 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from kb_core.api_tokens import hash_token
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import ServiceSettings
-from kb_core.tokens import hash_token
 from query_service.identity import IdentityError, JwtVerifier
 
 __all__ = [

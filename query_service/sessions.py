@@ -11,10 +11,10 @@ import psycopg
 from litestar.datastructures import Cookie
 from psycopg.rows import dict_row
 
+from kb_core.api_tokens import hash_token
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import ServiceSettings
-from kb_core.tokens import hash_token
 
 __all__ = ["CSRF_HEADER", "SessionStore", "WebSession"]
 

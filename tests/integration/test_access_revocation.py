@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from kb_core.api_tokens import TokenStore
 from kb_core.settings import ServiceSettings, Settings
-from kb_core.tokens import TokenStore
 from query_service.app import create_app
 from tests.integration.test_hostile_files import evaluate, launch, tick
 

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from litestar.testing import AsyncTestClient
 from schemathesis import GenerationMode
 
+from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
 from kb_core.settings import EmbedderSettings, ServiceSettings, Settings
-from kb_core.tokens import TokenStore
 from query_service.app import create_app
 from tests.fake_servers import FakeServer, fake_server
 from tests.integration.test_soak import (

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from kb_core.api_tokens import TokenStore
 from kb_core.callers import Caller
 from kb_core.embeddings import embedder_for_index
 from kb_core.generations import (
@@ -28,7 +29,6 @@ from kb_core.generations import (
 )
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings, Settings
-from kb_core.tokens import TokenStore
 from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.learned_facts.jobs import LEARNED_FACTS_JOB
 from kb_pipeline.defs.learned_facts.sensors import learned_facts_sensor

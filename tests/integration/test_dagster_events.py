@@ -21,11 +21,11 @@ import dagster as dg
 import psycopg
 import pytest
 
-from kb_cli.dagster_home import dagster_instance
 from kb_core.database import dagster_storage_url
 from kb_core.progress import listening
 from kb_core.settings import Settings
 from kb_pipeline import in_process
+from kb_pipeline.dagster_home import dagster_instance
 from kb_pipeline.defs.ingestion.assets import EMBEDDING_POOL
 from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from litestar.testing import AsyncTestClient
 
+from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
 from kb_core.queries import query
-from kb_core.tokens import TokenStore
 from kb_search.documents import indexed_original, verified_copy
 from tests.web_app import HOLIDAY_QUESTION, document_id, index_corpus, web_app
 

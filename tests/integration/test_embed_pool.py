@@ -151,7 +151,7 @@ def test_embed_pool_settings_build_a_pool_for_ingestion_and_none_for_questions(m
 
 
 def test_embed_pool_bounds_the_embedding_steps_with_a_dagster_concurrency_pool():
-    from kb_cli.dagster_home import _instance_config
+    from kb_pipeline.dagster_home import _instance_config
 
     assert chunk_embeddings.op.pool == EMBEDDING_POOL
     config = _instance_config("postgresql+psycopg2://x@/dagster", 3)

@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from kb_cli.main import main
+from kb_core.api_tokens import TokenNameTakenError, TokenStore, hash_token, new_token
 from kb_core.callers import Caller
 from kb_core.settings import Settings
-from kb_core.tokens import TokenNameTakenError, TokenStore, hash_token, new_token
 from query_service.identity import IdentityError, JwtSettings, JwtVerifier, identify
 
 ISSUER = "https://idp.example.co.jp/realms/corp"

@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kb_core.api_tokens import TokenStore
 from kb_core.database import connect, start_embedded, stop_embedded
 from kb_core.migrations import migrate
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
-from kb_core.tokens import TokenStore
 from tests.integration.test_soak import KB, ingest, running_service
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from litestar.testing import AsyncTestClient
 
+from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
 from kb_core.settings import Settings
-from kb_core.tokens import TokenStore
 from query_service.app import create_app
 from tests.fake_servers import QuietHandler, fake_server, serve
 

@@ -29,9 +29,9 @@ import psycopg
 import pytest
 
 from bench.soak import eval_questions, soak
+from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
-from kb_core.tokens import TokenStore
 
 __all__ = ["KB", "ServiceProcess", "indexed_database", "ingest", "new_database",
            "running_service"]

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
+from kb_core.api_tokens import TokenStore, hash_token
 from kb_core.callers import Caller
 from kb_core.database import connect
 from kb_core.queries import query
-from kb_core.tokens import TokenStore, hash_token
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
 from tests.web_app import HOLIDAY_QUESTION, free_port, index_corpus, served, web_app
 
