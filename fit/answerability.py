@@ -5,7 +5,7 @@ Each set is indexed in an installation of its own (term statistics are per index
 
     KB_HOME=/tmp/kbdev .venv/bin/kb ingest samples/docs
     KB_HOME=/tmp/kbjq  .venv/bin/kb ingest ../shared/devsets/jaquad/docs --groups public
-    .venv/bin/python fit/answerability.py \\
+    .venv/bin/python -m fit.answerability \\
         --set samples/eval.jsonl=/tmp/kbdev:all-employees \\
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
 
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
-from devsets import (  # fit/ is the script's directory
+
+from fit.devsets import (
     FOLDS,
     add_set_argument,
     folds_by_document,
@@ -35,7 +36,6 @@ from devsets import (  # fit/ is the script's directory
     searching,
     set_name,
 )
-
 from kb_search.answerability import (
     FEATURES,
     MODEL_FILE,

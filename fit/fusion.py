@@ -3,7 +3,7 @@ its held-out figures; with --write, commits it to kb_search/fusion.json.
 
 Each set is indexed in an installation of its own (term statistics are per index):
 
-    .venv/bin/python fit/fusion.py \\
+    .venv/bin/python -m fit.fusion \\
         --set samples/eval.jsonl=/tmp/kbdev:all-employees \\
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
 
@@ -29,7 +29,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import psycopg
-from devsets import (  # fit/ is the script's directory
+
+from fit.devsets import (
     FOLDS,
     add_set_argument,
     folds_by_document,
@@ -37,7 +38,6 @@ from devsets import (  # fit/ is the script's directory
     searching,
     set_name,
 )
-
 from kb_search.evaluation import is_relevant, load_questions
 from kb_search.fusion import FULL_COVERAGE, FUSION_FILE, PLAIN, Fusion
 from kb_search.planner import QueryPlan
@@ -78,8 +78,9 @@ class Candidates:
         return 1.0 / (hits[0] + 1) if len(hits) else 0.0
 
     def scores(self, f: Fusion) -> np.ndarray:
-        """The fused score of kb_search.fusion.fuse (ties there go to the lower chunk id,
-        here to the earlier candidate: rare enough not to move the fit)."""
+        """The fused score of kb_search.fusion.fuse, vectorised for the grid (ties there go to
+        the lower chunk id, here to the earlier candidate: rare enough not to move the fit);
+        tests/unit/test_fit_fusion.py holds the two equal on every candidate."""
         found_v, found_k = self.vector_rank > 0, self.keyword_rank > 0
         top_v = np.sort(self.similarity[found_v & (self.vector_rank <= 5)])
         top_k = np.sort(self.keyword_score[found_k & (self.keyword_rank <= 5)])

@@ -3,7 +3,7 @@ development sets that give gold answers and reports its held-out figures; with -
 it to kb_search/answerers/sentences.json.
 
     KB_HOME=/tmp/kbjq .venv/bin/kb ingest ../shared/devsets/jaquad/docs --groups public
-    .venv/bin/python fit/sentences.py \\
+    .venv/bin/python -m fit.sentences \\
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --cache /tmp/fitcache --write
 
 Every answerable question with a gold answer is searched as `kb ask` searches it, and the
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
-from devsets import (  # fit/ is the script's directory
+
+from fit.devsets import (
     FOLDS,
     add_set_argument,
     folds_by_document,
@@ -36,7 +37,6 @@ from devsets import (  # fit/ is the script's directory
     searching,
     set_name,
 )
-
 from kb_search.answerers import ExtractiveAnswerer, Passage
 from kb_search.answerers.sentences import (
     FEATURES,
