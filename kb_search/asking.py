@@ -27,7 +27,7 @@ from kb_search.answerers import (
     stream_with_fallback,
     verify,
 )
-from kb_search.answerers.contract import citations, claims
+from kb_search.answerers.contract import Claim, citations, claims
 from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
 from kb_search.planner import QueryPlan
 from kb_search.quoting import quote_passage
@@ -88,7 +88,7 @@ class PreparedAnswer:
     reason: str | None  # why retrieval alone decided "not found"
     started: float
     answerability: float  # the model's probability that the passages hold the answer
-    question: str  # what the passages were retrieved for: a quote falls back on it
+    question: str  # what the passages were retrieved for: what is answered and quoted for
 
     @property
     def offered(self) -> list[int]:
@@ -133,21 +133,21 @@ class Asker:
         return PreparedAnswer(result, passages, reason is None, reason, started, probability,
                               question)
 
-    def answer(self, prepared: PreparedAnswer, question: str, query_id: str) -> AskResult:
+    def answer(self, prepared: PreparedAnswer, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""
         if not prepared.evidence_found:
             return self.finish(prepared, _not_found(self.answerer), query_id)
-        answer = answer_with_fallback(self.answerer, question, prepared.passages, log)
+        answer = answer_with_fallback(self.answerer, prepared.question, prepared.passages, log)
         return self.finish(prepared, answer, query_id)
 
-    def stream(self, prepared: PreparedAnswer, question: str) -> NumberedStream:
+    def stream(self, prepared: PreparedAnswer) -> NumberedStream:
         """Iterate for the text deltas, their citations numbered as the answer first uses
         them, then `result()`; one delta of "not found" when retrieval found nothing relevant
         (no model is called)."""
         if not prepared.evidence_found:
             return NumberedStream(KnownAnswer(_not_found(self.answerer)), prepared.offered)
         return NumberedStream(
-            stream_with_fallback(self.answerer, question, prepared.passages, log),
+            stream_with_fallback(self.answerer, prepared.question, prepared.passages, log),
             prepared.offered)
 
     def finish(self, prepared: PreparedAnswer, answer: Answer, query_id: str) -> AskResult:
@@ -163,6 +163,7 @@ class Asker:
                                             for c, p, _ in cited])
         if prepared.reason:
             warnings = [*warnings, f"not found from retrieval evidence: {prepared.reason}"]
+        said = claims(shown.text)
         return AskResult(
             query_id=query_id,
             answer=shown.text,
@@ -170,7 +171,7 @@ class Asker:
             verified=verified,
             warnings=warnings,
             answerer=shown.answerer,
-            citations=[_citation(c, p, h, shown.text, prepared.question)
+            citations=[_citation(c, p, h, said, prepared.question)
                        for c, p, h in cited] if shown.found else [],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
         )
@@ -206,11 +207,11 @@ def _not_found(answerer: Answerer) -> Answer:
     return Answer(text=NOT_FOUND, found=False, cited=[], answerer=answerer.name)
 
 
-def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, answer: str,
+def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, said: list[Claim],
               question: str) -> Citation:
-    """The citation [number.n] of `answer`, quoting what the answer used of `passage`."""
-    said = [claim.text for claim in claims(answer) if number.n in claim.cites]
-    quote = quote_passage(passage, said, question)
+    """The citation [number.n] of an answer whose citing pieces are `said`, quoting what the
+    answer used of `passage`."""
+    quote = quote_passage(passage, [c.text for c in said if number.n in c.cites], question)
     return Citation(n=number.n, passage=number.passage, source_uri=hit.source_uri,
                     path=passage.path, title=passage.title, heading=passage.heading,
                     page=passage.page, chunk_id=passage.chunk_id, document_id=hit.document_id,

@@ -572,8 +572,7 @@ def run_question_set(
     if asker is not None:
         retrieved = [asker.retrieve(conn, q.question, groups_of(q), p)
                      for q, p in _counted(zip(questions, prepared, strict=True))]
-        answers = [asker.answer(r, q.question, "eval")
-                   for q, r in zip(questions, retrieved, strict=True)]
+        answers = [asker.answer(r, "eval") for r in retrieved]
         report.refusal_curve = refusal_curve(
             questions, [missing_evidence(p.plan, r.search) is not None
                         for p, r in zip(prepared, retrieved, strict=True)],

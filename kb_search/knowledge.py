@@ -95,7 +95,7 @@ class KnowledgeService:
         version, prepared = self.reads.run_paired(
             lambda conn, beside: self._retrieve(conn, beside, question, caller, question_vector))
         # The answerer (an LLM call of seconds) holds no connection: the pool serves searches.
-        result = self.asker.answer(prepared, question, query_id)
+        result = self.asker.answer(prepared, query_id)
         with self.pool.connection() as conn:
             self._log(conn, caller, question, result, hits=prepared.search, cached=False)
         self.cache.put(key, version, result)
@@ -118,8 +118,8 @@ class KnowledgeService:
             conn, question, list(caller.groups), question_vector, beside))
         return str(uuid.uuid4()), prepared
 
-    def stream(self, prepared: PreparedAnswer, question: str) -> NumberedStream:
-        return self.asker.stream(prepared, question)
+    def stream(self, prepared: PreparedAnswer) -> NumberedStream:
+        return self.asker.stream(prepared)
 
     def finish_stream(self, caller: Caller, question: str, query_id: str,
                       prepared: PreparedAnswer, stream: NumberedStream) -> AskResult:

@@ -289,7 +289,7 @@ async def _answer_events(service: KnowledgeService, caller: Caller,
     it uses first, then `done` with the result, which is authoritative."""
     query_id, prepared = await anyio.to_thread.run_sync(service.prepare_stream, caller, question)
     yield ServerSentEventMessage(event="citations", data=_json(_offered(prepared)))
-    stream = service.stream(prepared, question)
+    stream = service.stream(prepared)
     deltas = iter(stream)
     while (delta := await anyio.to_thread.run_sync(next, deltas, None)) is not None:
         # The engine's AnswerDelta is the wire's: {"text": ..., "cited": [{"n", "passage"}]}.

@@ -32,7 +32,7 @@ NOT_FOUND = "該当する記載が見つかりませんでした。"
 # After NFKC: ［１，２］ has become [1,2].
 CITATION = re.compile(r"\[\s*(\d+(?:\s*[,、]\s*\d+)*)\s*\]")
 # One or more marks written one after the other: the citations of the text before them.
-_MARK_RUN = re.compile(r"(?:\s*\[\s*\d+(?:\s*[,、]\s*\d+)*\s*\])+")
+_MARK_RUN = re.compile(rf"(?:\s*{CITATION.pattern})+")
 _TRAILING = re.compile(r"[\s。.]+$")
 
 
