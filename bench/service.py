@@ -12,8 +12,8 @@ httpx.AsyncClient on loopback, in this process. Then it adds synthetic chunks up
 the same database and runs the same loads against a restarted server.
 
 - Index "samples": the sample documents as ingested.
-- Index "100k": the samples plus synthetic chunks readable by all-employees, written with
-  COPY (bench/corpus.py says how they are made).
+- Index "100k": the samples plus synthetic chunks readable by all-employees, ingested through
+  the pipeline's stages (bench/corpus.py says how they are made).
 - Questions: every "question" of samples/eval.jsonl, cycled in file order.
 - (a) open loop: requests sent on a fixed schedule (--rate per second) whatever the responses;
   latency counts from the scheduled send time, so a server falling behind shows up as latency
@@ -437,7 +437,7 @@ def main() -> None:
         if not args.skip_100k:
             started = time.perf_counter()
             print(f"\nbuilding the {args.chunks}-chunk index", flush=True)
-            add_synthetic_chunks(url, args.chunks)
+            add_synthetic_chunks(url, args.chunks, home / "bench")
             print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
             label = f"{args.chunks // 1000}k"
             results = _serve_alone_and_replicated(label, home, env, url, questions, args, token)

@@ -119,9 +119,10 @@ def bench_set(eval_path: Path, home: Path, groups: list[str], configs: list[tupl
     from kb_core.embeddings import make_embedder
     from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
+    from kb_eval.questions import is_relevant, load_questions
     from kb_pipeline.chunking import embedding_views
-    from kb_search.engine import build_searcher
-    from kb_search.evaluation import is_relevant, load_questions
+    from kb_search.search import Searcher
+    from kb_search.synonyms import Synonyms
 
     settings = prepare_database(Settings.from_env({"KB_HOME": str(home)}))
     embedder = make_embedder(settings.embedder)
@@ -134,7 +135,9 @@ def bench_set(eval_path: Path, home: Path, groups: list[str], configs: list[tupl
         relevant = [{i for i, uri in enumerate(uris) if is_relevant(q, uri, chunks[i].content)}
                     for q in questions]
         began = time.perf_counter()
-        searcher = build_searcher(settings)  # questions embedded as the vector leg embeds them
+        # Questions embedded as the vector leg embeds them (planned, with the synonyms): what
+        # the engine's face keeps inside, so its searcher is built here as bench/search.py's is.
+        searcher = Searcher(settings.embedder, Synonyms(settings.synonyms))
         searcher.follow(conn)
         vectors = np.stack([searcher.prepare(q.question).vector for q in questions])
         print(f"{eval_path} on {home}: {len(questions)} answerable questions, {len(chunks)} "

@@ -10,35 +10,24 @@ import getpass
 import sys
 
 from kb_cli.output import emit
-from kb_core.database import connect
-from kb_core.embeddings import embedder_for_index
-from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
-from kb_search.corrections import (
-    CorrectionError,
-    CorrectionForReview,
-    approve_correction,
-    corrections_to_review,
-    reject_correction,
-)
+from kb_search import CorrectionError, CorrectionForReview, open_knowledge_base
 
 __all__ = ["run"]
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    settings = prepare_database(settings)
-    with connect(settings.database_url, autocommit=True) as conn:
+    with open_knowledge_base(settings, connections=1, answers=False) as kb:
         if args.action == "list":
-            waiting = corrections_to_review(conn)
+            waiting = kb.corrections_to_review(None)
             emit(args, {"corrections": waiting}, lambda: _show(waiting))
             return 0
         reviewer = args.reviewer or getpass.getuser()
         try:
             if args.action == "approve":
-                approve_correction(conn, args.id, reviewer,
-                                   lambda model: embedder_for_index(model, settings.embedder))
+                kb.approve_correction(None, reviewer, args.id)
             else:
-                reject_correction(conn, args.id, reviewer, note=args.note)
+                kb.reject_correction(None, reviewer, args.id, args.note)
         except CorrectionError as exc:
             print(exc, file=sys.stderr)
             return 1

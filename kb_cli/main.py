@@ -165,6 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     _dev_user_arguments(serve)
+
+    mcp = _command(sub, "mcp", "mcp:run",
+                   "the knowledge base as an MCP server on stdin/stdout, for an AI assistant or "
+                   "IDE that starts it, reading as the app of an API token",
+                   ("kb mcp --token-file ~/.config/kb-search/token",
+                    "KB_DATABASE_URL=postgresql://kb@db.internal/kb kb mcp --token-file "
+                    "/run/secrets/kb-token"), json=False)
+    mcp.add_argument("--token-file", required=True, metavar="PATH",
+                     help="a file holding the API token (kb token create NAME --groups ...) "
+                          "whose groups the assistant reads with")
     return parser
 
 

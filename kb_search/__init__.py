@@ -1,3 +1,58 @@
 """The engine that answers questions: planner, synonyms, hybrid search, rerankers, the
-answerability decision, answerers with their verification, and evaluation. A library: the query
-service, the `kb` command and the Dagster evaluation each build it through `build_engine`."""
+answerability decision and the answerers with their verification. Its one face is
+`KnowledgeBase`, opened from the configuration by `open_knowledge_base`: every door imports it
+and the public types of its results from here, and nothing else of the engine (an
+import-linter contract in pyproject.toml)."""
+
+from kb_search.answerers import NOT_FOUND
+from kb_search.answerers.numbering import AnswerDelta, CitationNumber
+from kb_search.asking import AskResult, Citation
+from kb_search.corrections import (
+    MAX_PASSAGES,
+    CorrectedPassage,
+    CorrectionError,
+    CorrectionForReview,
+    UnknownCorrectionError,
+)
+from kb_search.knowledge_base import (
+    AnswerEvent,
+    Assessment,
+    KnowledgeBase,
+    OfferedPassage,
+    OfferedPassages,
+    open_knowledge_base,
+    public,
+    quoted_passage,
+)
+from kb_search.search import MODES, Mode, Ranks, SearchHit, SearchResult
+from kb_search.sources import ChangedOriginalError, DocumentPassage, DocumentView, Original
+
+__all__ = [
+    "MAX_PASSAGES",
+    "MODES",
+    "NOT_FOUND",
+    "AnswerDelta",
+    "AnswerEvent",
+    "AskResult",
+    "Assessment",
+    "ChangedOriginalError",
+    "Citation",
+    "CitationNumber",
+    "CorrectedPassage",
+    "CorrectionError",
+    "CorrectionForReview",
+    "DocumentPassage",
+    "DocumentView",
+    "KnowledgeBase",
+    "Mode",
+    "OfferedPassage",
+    "OfferedPassages",
+    "Original",
+    "Ranks",
+    "SearchHit",
+    "SearchResult",
+    "UnknownCorrectionError",
+    "open_knowledge_base",
+    "public",
+    "quoted_passage",
+]

@@ -28,15 +28,15 @@ number for 何日 or いつ) was tried and left out: on the development sets a q
 whose best passage held no number occurred six times in 3,699 questions, all answerable, too
 rare to learn from.
 
-A logistic model over them is fitted from the development sets by `fit/answerability.py`, with
-cross-validation grouped by document, and committed as `answerability.json`; the product never
-reads the development sets. Similarities mean something different for every embedding model
-(e5 crowds them into 0.8-0.9, a hashing stand-in spreads them), so the similarity features are
-used only by a model fitted on the index's own embedder; an index built with another embedder
-is judged by a second model fitted without them. The operator's knob is the share of
-answerable questions it may refuse (KB_MAX_FALSE_NOT_FOUND): a model carries the quantiles of
-its probability over the answerable development questions, and the threshold is the quantile
-at that share.
+A logistic model over them is fitted from the development sets by
+`kb_eval/fit/answerability.py`, with cross-validation grouped by document, and committed as
+`answerability.json`; the product never reads the development sets. Similarities mean something
+different for every embedding model (e5 crowds them into 0.8-0.9, a hashing stand-in spreads
+them), so the similarity features are used only by a model fitted on the index's own embedder;
+an index built with another embedder is judged by a second model fitted without them. The
+operator's knob is the share of answerable questions it may refuse (KB_MAX_FALSE_NOT_FOUND): a
+model carries the quantiles of its probability over the answerable development questions, and
+the threshold is the quantile at that share.
 """
 
 from __future__ import annotations
@@ -192,12 +192,13 @@ class AnswerabilityModels(msgspec.Struct, frozen=True):
 
 @cache
 def default_models() -> AnswerabilityModels:
-    """The committed models (fit/answerability.py writes them)."""
+    """The committed models (kb_eval/fit/answerability.py writes them)."""
     models = msgspec.json.decode(MODEL_FILE.read_bytes(), type=AnswerabilityModels)
     for model in models.models:
         if not set(model.features) <= set(FEATURES):
             raise ValueError(f"{MODEL_FILE} uses features {model.features}, not all of "
-                             f"{list(FEATURES)}: refit it with fit/answerability.py")
+                             f"{list(FEATURES)}: refit it with "
+                             "`python -m kb_eval.fit answerability`")
     if None not in {m.embedder for m in models.models}:
         raise ValueError(f"{MODEL_FILE} has no model for any embedder")
     return models

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 import psycopg
@@ -89,6 +89,10 @@ class PreparedAnswer:
     started: float
     answerability: float  # the model's probability that the passages hold the answer
     question: str  # what the passages were retrieved for: what is answered and quoted for
+    # The evidence the decision read (answerability FEATURES) and whether a rule decided
+    # "not found" whatever the model says: what evaluation and fitting measure.
+    features: list[float] = field(default_factory=list)
+    refused_by_rule: bool = False
 
     @property
     def offered(self) -> list[int]:
@@ -99,14 +103,22 @@ class PreparedAnswer:
 class Asker:
     """Retrieval, the evidence gate, the answerer with its fallback, and verification."""
 
-    def __init__(self, searcher: Searcher, answerer: Answerer,
+    def __init__(self, searcher: Searcher, answerer: Answerer | None,
                  max_false_not_found: float = 0.01,
                  models: AnswerabilityModels | None = None) -> None:
         self.searcher = searcher
-        self.answerer = answerer
+        self._answerer = answerer
         self.models = models or default_models()
         # The share of answerable questions "not found" may cost (KB_MAX_FALSE_NOT_FOUND).
         self.max_false_not_found = max_false_not_found
+
+    @property
+    def answerer(self) -> Answerer:
+        """The configured answerer; none when only retrieval was asked for (a door that only
+        searches needs no answerer's API key)."""
+        if self._answerer is None:
+            raise RuntimeError("opened for retrieval only (answers=False): nothing answers")
+        return self._answerer
 
     def retrieve(self, conn: psycopg.Connection, question: str, groups: list[str],
                  prepared: PreparedQuery | None = None,
@@ -123,15 +135,15 @@ class Asker:
         ]
         # The index's model as the search just read it, not the one configured.
         model = self.models.for_embedder(self.searcher.model)
-        probability = model.probability(
-            question_evidence(conn, prepared.plan, result, evidence, groups))
+        features = question_evidence(conn, prepared.plan, result, evidence, groups)
+        probability = model.probability(features)
         threshold = model.threshold(self.max_false_not_found)
-        reason = missing_evidence(prepared.plan, result)
+        reason = rule = missing_evidence(prepared.plan, result)
         if reason is None and probability < threshold:
             reason = (f"weak evidence: the passages hold the answer with probability "
                       f"{probability:.3f}, under {threshold:.3f}")
         return PreparedAnswer(result, passages, reason is None, reason, started, probability,
-                              question)
+                              question, features, rule is not None)
 
     def answer(self, prepared: PreparedAnswer, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""

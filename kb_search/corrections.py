@@ -2,7 +2,7 @@
 
 A correction names passages of the answer it corrects; it is kept by the (source_uri, checksum)
 of their documents, and served to nobody until a reviewer approves it. Approval makes it a
-learned fact of the live generation (kb_search/learned_facts.py) and bumps the index version,
+learned fact of the live generation (kb_core/learned_facts.py) and bumps the index version,
 so no cached answer outlives the decision; rejecting an approved one does the same. A
 reviewer on the page sees and decides only corrections whose every document it may read; the
 shell's `kb corrections` sees them all.
@@ -16,8 +16,8 @@ import msgspec
 import psycopg
 
 from kb_core.callers import Caller
+from kb_core.learned_facts import EmbedderFor, fact_row, generation_embedder
 from kb_core.queries import query
-from kb_search.learned_facts import EmbedderFor, fact_row, generation_embedder
 
 __all__ = [
     "MAX_PASSAGES",

@@ -11,7 +11,7 @@ whose scores are flat does not. So each leg's vote is weighed by its own margin:
 
 plus one rank-1 share, 1 / (k + 1), for a passage holding every code of the question (ZP-2041,
 第22条). The plan weight is the planner's lean on the keyword leg (for code questions). The
-numbers are fitted by fit/fusion.py from the development sets with
+numbers are fitted by kb_eval/fit/fusion.py from the development sets with
 cross-validation and committed in fusion.json. Similarities mean something different for every
 embedding model, so the fitted numbers serve only an index of the model they were fitted on;
 any other index gets plain RRF (k = 60, no margins), which is what the numbers reduce to at zero.

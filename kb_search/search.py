@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -37,6 +38,8 @@ __all__ = [
     "hybrid_search",
     "pooled_search_connection",
 ]
+
+QUERY_VECTORS = 512  # question embeddings kept (Searcher._query_vector): 1.5 kB each
 
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
@@ -269,6 +272,7 @@ class Searcher:
         self.model: str | None = None  # the index's model as last seen
         self._settings = embedder  # the providers' hosts and keys, for another index's model
         self._embedders = {configured.name: configured}
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     def embedder_for(self, model: str) -> Embedder:
@@ -277,6 +281,23 @@ class Searcher:
             if model not in self._embedders:
                 self._embedders[model] = embedder_for_index(model, self._settings)
             return self._embedders[model]
+
+    def _query_vector(self, model: str, text: str) -> np.ndarray:
+        """The question's embedding, kept for the latest QUERY_VECTORS questions: a question
+        is searched in several modes and asked (kb eval), or asked again (the page), and
+        embedding it is most of the CPU a search costs. The arrays are never written to."""
+        key = (model, text)
+        with self._lock:
+            vector = self._vectors.get(key)
+            if vector is not None:
+                self._vectors.move_to_end(key)
+                return vector
+        vector = self.embedder_for(model).embed_query(text)
+        with self._lock:
+            self._vectors[key] = vector
+            while len(self._vectors) > QUERY_VECTORS:
+                self._vectors.popitem(last=False)
+        return vector
 
     def follow(self, conn: psycopg.Connection) -> str:
         """Embed the questions prepared from now on with the model of the index on `conn`;
@@ -295,7 +316,7 @@ class Searcher:
         plan = plan_question(question, self.synonyms)
         if mode == "keyword" or model is None:
             return PreparedQuery(plan, None, None, (time.perf_counter() - started) * 1000)
-        vector = self.embedder_for(model).embed_query(plan.embed_text)
+        vector = self._query_vector(model, plan.embed_text)
         return PreparedQuery(plan, vector, model, (time.perf_counter() - started) * 1000)
 
     def search(

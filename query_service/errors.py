@@ -1,24 +1,32 @@
-"""The service's domain errors and the one place that turns every error into the JSON body
-`{"error": "<code>", "detail": "..."}` with its HTTP status (docs/http-api.md), never a stack
-trace."""
+"""The service's domain errors and the one place that turns every error, its own or the
+engine's, into the JSON body `{"error": "<code>", "detail": "..."}` with its HTTP status
+(docs/http-api.md), never a stack trace; and how OpenAPI documents those bodies."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+import msgspec
 import psycopg
 import psycopg_pool
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 
 from kb_core.embeddings import UnknownEmbedderError
+from kb_search import ChangedOriginalError, CorrectionError, UnknownCorrectionError
 
 __all__ = [
+    "ERROR_RESPONSES",
     "EXCEPTION_HANDLERS",
     "DatabaseHealth",
+    "ErrorBody",
     "RateLimitedError",
     "ServiceError",
+    "error_response",
     "json_not_found",
+    "refuse_unknown_query",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,8 +89,34 @@ class DatabaseHealth:
         self.down = True
 
 
+class ErrorBody(msgspec.Struct):
+    """Every error response: a stable code and a sentence for people."""
+
+    error: str
+    detail: str
+
+
+def error_response(description: str) -> ResponseSpec:
+    """An error status as OpenAPI documents it: the ErrorBody, described."""
+    return ResponseSpec(data_container=ErrorBody, description=description,
+                        generate_examples=False)
+
+
+# Documented on every handler: Litestar's default 400 schema ({status_code, detail, extra}) is
+# not what this module sends, and clients need to know the 401/413/429/503 bodies too.
+ERROR_RESPONSES = {
+    400: error_response("Invalid request: malformed JSON, unknown, missing or out-of-range "
+                        "fields, empty or too long text, unknown query id"),
+    401: error_response("Missing, unknown, revoked or expired credentials or session"),
+    403: error_response("A request made with the page's session cookie lacks its CSRF token"),
+    413: error_response("Request body larger than the limit (64 KiB)"),
+    429: error_response("Too many requests from this caller; retry after Retry-After seconds"),
+    503: error_response("The database is unreachable; retry shortly"),
+}
+
+
 def _body(code: str, detail: str, status: int, headers: dict | None = None) -> Response:
-    return Response({"error": code, "detail": detail}, status_code=status,
+    return Response(ErrorBody(code, detail), status_code=status,
                     media_type=MediaType.JSON, headers=headers)
 
 
@@ -129,6 +163,14 @@ def json_not_found(response: Response) -> Response:
     return response
 
 
+def _refused(status: int, code: str) -> Callable[[Request, Exception], Response]:
+    """The handler of an engine's refusal: `status` and `code`, its message for the detail."""
+    def refused(_: Request, exc: Exception) -> Response:
+        return _body(code, str(exc), status)
+
+    return refused
+
+
 def _unexpected(_: Request, exc: Exception) -> Response:
     log.exception("unexpected error", exc_info=exc)
     return _body("internal_error", "an unexpected error occurred; it has been logged", 500)
@@ -141,5 +183,9 @@ EXCEPTION_HANDLERS = {
     psycopg.OperationalError: _database_down,
     psycopg_pool.PoolTimeout: _database_down,
     UnknownEmbedderError: _index_model_unavailable,
+    CorrectionError: _refused(400, "invalid_correction"),
+    # A correction the reviewer may not read looks like one that does not exist.
+    UnknownCorrectionError: _refused(404, "not_found"),
+    ChangedOriginalError: _refused(409, "document_changed"),
     Exception: _unexpected,
 }

@@ -13,9 +13,9 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
-from query_service.api import provide_session
-from query_service.corrections import is_reviewer
+from query_service.dependencies import provide_session
 from query_service.errors import EXCEPTION_HANDLERS, ServiceError
+from query_service.guards import is_reviewer
 from query_service.sessions import WebSession
 
 __all__ = ["page", "sign_in_refused", "static_files"]

@@ -14,8 +14,9 @@ from litestar.response import Redirect, Response
 from litestar.status_codes import HTTP_204_NO_CONTENT, HTTP_303_SEE_OTHER
 
 from kb_core.callers import Caller
-from query_service.api import provide_session, session_caller
+from query_service.dependencies import provide_session
 from query_service.errors import ServiceError
+from query_service.guards import session_caller
 from query_service.oidc import ATTEMPT_VALID_S, SignInError, is_relative_target
 from query_service.page import sign_in_refused
 from query_service.sessions import SessionStore, WebSession

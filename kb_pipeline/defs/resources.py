@@ -16,8 +16,8 @@ import psycopg
 from kb_core.database import connect
 from kb_core.embeddings import Embedder, embedder_for_index, make_embedder
 from kb_core.generations import use_generation
+from kb_core.learned_facts import EmbedderFor
 from kb_core.settings import AnswererSettings, EmbedderSettings, RerankerSettings, Settings, secret
-from kb_search.learned_facts import EmbedderFor
 
 __all__ = [
     "AnswererResource",

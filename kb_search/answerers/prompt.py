@@ -12,7 +12,7 @@ from html import escape
 
 from kb_search.answerers.contract import NOT_FOUND, Passage
 
-__all__ = ["SYSTEM_PROMPT", "build_user_message"]
+__all__ = ["SYSTEM_PROMPT", "build_user_message", "document_block"]
 
 SYSTEM_PROMPT = "\n".join([
     "あなたは社内文書を検索するアシスタントです。ユーザーメッセージの <document> ブロックに",
@@ -35,11 +35,12 @@ SYSTEM_PROMPT = "\n".join([
 
 def build_user_message(question: str, passages: list[Passage]) -> str:
     """The escaped documents, one block per passage numbered by its citation n; the question."""
-    blocks = "\n".join(_document(p) for p in passages)
+    blocks = "\n".join(document_block(p) for p in passages)
     return f"<documents>\n{blocks}\n</documents>\n\n<question>{escape(question)}</question>"
 
 
-def _document(passage: Passage) -> str:
+def document_block(passage: Passage) -> str:
+    """The passage, escaped, in its own <document> block numbered n."""
     attributes = {
         "n": str(passage.n),
         "path": passage.path,

@@ -28,7 +28,8 @@ about. The evidence of each (`FEATURES`):
 - length: the logarithm of its length.
 
 A conditional logit over them (one softmax over a question's candidate sentences) is fitted by
-fit/sentences.py from the development sets with gold answers and committed in sentences.json.
+kb_eval/fit/sentences.py from the development sets with gold answers and committed in
+sentences.json.
 """
 
 from __future__ import annotations
@@ -143,11 +144,11 @@ class SentenceModel(msgspec.Struct, frozen=True):
 
 @cache
 def default_model() -> SentenceModel:
-    """The committed model (fit/sentences.py writes it)."""
+    """The committed model (kb_eval/fit/sentences.py writes it)."""
     model = msgspec.json.decode(MODEL_FILE.read_bytes(), type=SentenceModel)
     if not set(model.features) <= set(FEATURES):
         raise ValueError(f"{MODEL_FILE} uses features {model.features}, not all of "
-                         f"{list(FEATURES)}: refit it with fit/sentences.py")
+                         f"{list(FEATURES)}: refit it with `python -m kb_eval.fit sentences`")
     return model
 
 

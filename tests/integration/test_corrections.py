@@ -27,6 +27,7 @@ from kb_core.generations import (
     record_evaluation,
     use_generation,
 )
+from kb_core.learned_facts import fact_counts, index_learned_facts
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings, Settings
 from kb_pipeline.definitions import make_definitions
@@ -41,7 +42,6 @@ from kb_search.corrections import (
     corrections_to_review,
     reject_correction,
 )
-from kb_search.learned_facts import fact_counts, index_learned_facts
 from tests.web_app import HOLIDAY_QUESTION, index_corpus, web_app
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -74,7 +74,7 @@ async def client(settings: Settings, corpus: Path) -> AsyncIterator[AsyncTestCli
         yield c
 
 
-def embedder_for(model: str):  # noqa: ANN201 - kb_search.learned_facts.EmbedderFor
+def embedder_for(model: str):  # noqa: ANN201 - kb_core.learned_facts.EmbedderFor
     return embedder_for_index(model, EmbedderSettings("hashing"))
 
 

@@ -15,7 +15,7 @@ from litestar.testing import AsyncTestClient
 from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
 from kb_core.queries import query
-from kb_search.documents import indexed_original, verified_copy
+from kb_search.sources import indexed_original, verified_copy
 from tests.web_app import HOLIDAY_QUESTION, document_id, index_corpus, web_app
 
 pytestmark = pytest.mark.anyio

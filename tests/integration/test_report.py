@@ -11,21 +11,14 @@ import pytest
 
 from kb_cli.main import main
 from kb_core.settings import REPO_ROOT
+from kb_eval.answers import evaluate_answers
+from kb_eval.questions import EvalQuestion
+from kb_eval.report.metadata import metric_values, metrics_markdown, misses_markdown
+from kb_eval.report.page import render_html
+from kb_eval.report.plots import recall_svg
+from kb_eval.retrieval import evaluate, recall_curve
+from kb_eval.run import EvalReport
 from kb_search.asking import AskResult, Citation
-from kb_search.evaluation import (
-    EvalQuestion,
-    EvalReport,
-    evaluate,
-    evaluate_answers,
-    recall_curve,
-)
-from kb_search.report import (
-    metric_values,
-    metrics_markdown,
-    misses_markdown,
-    recall_svg,
-    render_html,
-)
 
 DOCS = "/kb/docs"
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"

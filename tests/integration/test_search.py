@@ -19,7 +19,6 @@ from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
 from kb_pipeline.in_process import ingest_paths
 from kb_search.corrections import approve_correction
-from kb_search.documents import document_view, indexed_original
 from kb_search.search import (
     MODES,
     Searcher,
@@ -27,6 +26,7 @@ from kb_search.search import (
     hybrid_search,
     pooled_search_connection,
 )
+from kb_search.sources import document_view, indexed_original
 from kb_search.synonyms import Synonyms
 from tests import configured
 from tests.conftest import wal_position

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kb_core.settings import AnswererSettings
+from kb_eval.judge import JUDGE_PROMPT, make_judge
 from kb_search.answerers import (
     NOT_FOUND,
     Answer,
@@ -33,7 +34,6 @@ from kb_search.answerers import (
 )
 from kb_search.answerers.contract import answer_from_text
 from kb_search.answerers.fallback import INTERRUPTED
-from kb_search.answerers.judge import JUDGE_PROMPT, make_judge
 from kb_search.answerers.prompt import SYSTEM_PROMPT, build_user_message
 from tests import configured
 from tests.fake_servers import QuietHandler, serve
@@ -547,7 +547,7 @@ def test_judge_failure_costs_one_score_not_the_evaluation(monkeypatch):
 
 
 def test_judged_faithfulness_averages_the_found_answers_the_model_could_score(monkeypatch):
-    from kb_search.evaluation import Faithfulness, judge_answers
+    from kb_eval.judge import Faithfulness, judge_answers
     from tests.unit.test_evaluation import RULES, answered, asked
 
     def judging(body: dict) -> Reply:

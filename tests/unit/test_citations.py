@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kb_eval.answers import numbered_in_order, quotes_hold
 from kb_search.answerers import Answer, Passage
 from kb_search.answerers.contract import answer_from_text, citations, claims
 from kb_search.answerers.extractive import ExtractiveAnswerer
@@ -22,7 +23,6 @@ from kb_search.answerers.numbering import (
     renumber,
 )
 from kb_search.asking import Asker, AskResult, PreparedAnswer
-from kb_search.evaluation import numbered_in_order, quotes_hold
 from kb_search.quoting import GAP
 from kb_search.search import Ranks, SearchHit, SearchResult
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 
 from kb_cli.main import build_parser
 
@@ -26,3 +28,16 @@ def test_every_subcommand_help_ends_with_examples_of_itself():
         lines = [line.strip() for line in examples.splitlines()]
         assert 1 <= len(lines) <= 2, (path, lines)
         assert all(f"kb {' '.join(path)}" in line for line in lines), (path, lines)
+
+
+def test_every_subcommand_is_run_by_a_function_that_exists():
+    """Commands name their function as "module:function" under kb_cli, imported only when
+    the command runs (so `kb --help` loads neither Dagster nor Litestar): each name resolves."""
+    for path, parser in _subcommands(build_parser()):
+        handler = parser.get_default("handler")
+        if handler is None:  # a group: its subcommands are run
+            continue
+        module, function = handler.split(":")
+        run = getattr(importlib.import_module(f"kb_cli.{module}"), function, None)
+        assert callable(run), (path, handler)
+        assert list(inspect.signature(run).parameters) == ["args", "settings"], (path, handler)

@@ -17,28 +17,26 @@ from hypothesis import strategies as st
 
 from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
 from kb_core.settings import Settings
-from kb_search.answerers import NOT_FOUND, Passage
-from kb_search.answerers.contract import answer_from_text
-from kb_search.asking import Asker, AskResult, PreparedAnswer
-from kb_search.evaluation import (
+from kb_eval.answers import (
     AnswerMetrics,
-    EvalQuestion,
-    Miss,
-    ModeMetrics,
-    Recall,
-    compare_modes,
-    evaluate,
     evaluate_answers,
-    holds_answer,
-    load_question_sets,
-    load_questions,
     numbered_in_order,
     numbers_match,
     quotes_hold,
-    recall_curve,
-    refusal_curve,
+)
+from kb_eval.questions import (
+    EvalQuestion,
+    holds_answer,
+    load_question_sets,
+    load_questions,
     source_matches,
 )
+from kb_eval.refusals import refusal_curve
+from kb_eval.report.text import compare_modes
+from kb_eval.retrieval import Miss, ModeMetrics, Recall, evaluate, recall_curve
+from kb_search.answerers import NOT_FOUND, Passage
+from kb_search.answerers.contract import answer_from_text
+from kb_search.asking import Asker, AskResult, PreparedAnswer
 from kb_search.search import Ranks, SearchHit, SearchResult
 
 REPO = Path(__file__).resolve().parents[2]

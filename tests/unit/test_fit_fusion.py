@@ -1,6 +1,6 @@
-"""fit/fusion.py scores a grid of fusions with a vectorised copy of kb_search.fusion.fuse, for
-speed; the two must agree on every candidate, or the fit optimises something the product does
-not run (issue 42)."""
+"""kb_eval/fit/fusion.py scores a grid of fusions with a vectorised copy of
+kb_search.fusion.fuse, for speed; the two must agree on every candidate, or the fit optimises
+something the product does not run (issue 42)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fit.fusion import Candidates
+from kb_eval.fit.fusion import Candidates
 from kb_search.fusion import Fusion, fuse
 
 FUSIONS = st.builds(Fusion, k=st.sampled_from([1.0, 10.0, 60.0]),

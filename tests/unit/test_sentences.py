@@ -1,16 +1,13 @@
-"""The extractive answerer's sentence model (kb_search/answerers/sentences.py) and the script
-that fits it (fit/sentences.py): the committed model's shape, and the fit choosing what the
-product chooses."""
+"""The extractive answerer's sentence model (kb_search/answerers/sentences.py) and the fitter
+that fits it (kb_eval/fit/sentences.py): the committed model's shape, and the fit choosing what
+the product chooses."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
 
 import numpy as np
 import pytest
 
-from kb_core.settings import REPO_ROOT
+from kb_eval.fit import sentences as fitter
 from kb_search.answerers import Passage
 from kb_search.answerers.sentences import (
     FEATURES,
@@ -33,18 +30,6 @@ QUESTIONS = [("ベル一家がロンドンに移ったのはいつですか", "1
              ("ベル一家の父がロンドンで続けたのは何ですか", "講演")]
 
 
-@pytest.fixture
-def fit_script(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - fit/ holds scripts
-    # A fit script imports its neighbours (devsets) as it does when run from its folder.
-    monkeypatch.syspath_prepend(str(REPO_ROOT / "fit"))
-    spec = importlib.util.spec_from_file_location("fit_sentences",
-                                                  REPO_ROOT / "fit" / "sentences.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "fit_sentences", module)  # its dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_committed_model_is_fitted_for_these_features():
     model = default_model()
     assert set(model.features) <= set(FEATURES)
@@ -53,24 +38,24 @@ def test_the_committed_model_is_fitted_for_these_features():
     assert "fit/sentences.py" in model.fitted_on
 
 
-def test_the_fit_scores_and_picks_the_sentences_the_answerer_quotes(fit_script):
-    asked = [fit_script.Asked(q, a, f"d{i}", None, PASSAGES) for i, (q, a) in enumerate(QUESTIONS)]
-    questions = fit_script.described(asked)
+def test_the_fit_scores_and_picks_the_sentences_the_answerer_quotes():
+    asked = [fitter.Asked(q, a, f"d{i}", None, PASSAGES) for i, (q, a) in enumerate(QUESTIONS)]
+    questions = fitter.described(asked)
     model = default_model()
-    for a, q, scores in zip(asked, questions, fit_script.scored(model, questions), strict=True):
+    for a, q, scores in zip(asked, questions, fitter.scored(model, questions), strict=True):
         candidates, rows = candidate_sentences(a.question, a.passages)
         assert np.allclose(scores, model.scores(rows))
         quoted = choose_sentences(a.question, a.passages, model)
-        holds, length = fit_script.quoted(model, q, scores)
+        holds, length = fitter.quoted(model, q, scores)
         assert length == sum(len(s.text) for s in quoted)
         assert holds == any(a.answer in s.text for s in quoted)
         assert holds  # each of these questions has its answer in one plain sentence
 
 
-def test_the_fit_learns_to_prefer_the_sentences_holding_the_answer(fit_script):
-    asked = [fit_script.Asked(q, a, f"d{i}", None, PASSAGES) for i, (q, a) in enumerate(QUESTIONS)]
-    questions = fit_script.described(asked) * 20
-    mean, scale, weights = fit_script.fit(questions)
+def test_the_fit_learns_to_prefer_the_sentences_holding_the_answer():
+    asked = [fitter.Asked(q, a, f"d{i}", None, PASSAGES) for i, (q, a) in enumerate(QUESTIONS)]
+    questions = fitter.described(asked) * 20
+    mean, scale, weights = fitter.fit(questions)
     for q in questions[:3]:
         scores = ((q.features - mean) / scale) @ weights
         assert q.holds[int(np.argmax(scores))]

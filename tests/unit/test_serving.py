@@ -9,7 +9,7 @@ import pytest
 
 from kb_cli.serve import _loopback
 from kb_core.settings import Settings
-from query_service.documents import _attachment
+from query_service.controllers.documents import _attachment
 
 
 def test_a_name_is_loopback_only_when_every_address_it_resolves_to_is(monkeypatch):

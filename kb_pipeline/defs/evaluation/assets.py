@@ -5,11 +5,14 @@ warnings (checks.py). The measuring itself knows nothing of Dagster
 before it is published.
 """
 
+import dataclasses
 import time
 from datetime import UTC, datetime
 
 import dagster as dg
 
+from kb_eval.report.metadata import metric_values, metrics_markdown, misses_markdown
+from kb_eval.report.plots import recall_svg, svg_data_uri
 from kb_pipeline.defs.evaluation.checks import CHECK_SPECS, answer_checks, recall_check
 from kb_pipeline.defs.evaluation.sensors import EVALUATION_AUTOMATION
 from kb_pipeline.defs.ingestion.assets import search_index
@@ -21,13 +24,6 @@ from kb_pipeline.defs.resources import (
     evaluation_settings,
 )
 from kb_pipeline.index_evaluation import evaluate_index
-from kb_search.report import (
-    metric_values,
-    metrics_markdown,
-    misses_markdown,
-    recall_svg,
-    svg_data_uri,
-)
 
 __all__ = ["retrieval_evaluation"]
 
@@ -50,8 +46,7 @@ def retrieval_evaluation(
     engine = evaluation_settings(embedder, answerer, reranker)
     settings = engine.evaluation
     started = time.perf_counter()
-    with postgres.connection() as conn:
-        report = evaluate_index(conn, engine)
+    report = evaluate_index(dataclasses.replace(engine, database_url=postgres.url))
     elapsed = round(time.perf_counter() - started, 1)
     context.log.info("evaluated %d questions in %.1f s", report.questions, elapsed)
     plot = recall_svg(report.curves)

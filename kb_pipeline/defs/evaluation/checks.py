@@ -5,7 +5,7 @@ results from an evaluation report."""
 import dagster as dg
 
 from kb_core.settings import EvalSettings
-from kb_search.evaluation import EvalReport
+from kb_eval.run import EvalReport
 
 __all__ = ["CHECK_SPECS", "RECALL_CHECK", "answer_checks", "recall_check"]
 

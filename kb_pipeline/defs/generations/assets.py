@@ -16,6 +16,8 @@ the candidate is as good. `kb generation rebuild` does the same in one process
 """
 
 
+import dataclasses
+
 import dagster as dg
 
 from kb_core.generations import (
@@ -27,6 +29,8 @@ from kb_core.generations import (
     set_state,
 )
 from kb_core.index_model import IndexModelMismatchError
+from kb_core.learned_facts import index_learned_facts
+from kb_eval.report.metadata import metrics_markdown, misses_markdown
 from kb_pipeline.defs.resources import (
     AnswererResource,
     EmbedderResource,
@@ -40,8 +44,6 @@ from kb_pipeline.integrity import integrity_violations, violations_markdown
 from kb_pipeline.rebuilds import current_access
 from kb_pipeline.runs import GENERATIONS_PARTITIONS
 from kb_pipeline.stages import pipeline_version
-from kb_search.learned_facts import index_learned_facts
-from kb_search.report import metrics_markdown, misses_markdown
 
 __all__ = [
     "COVERAGE_GATE",
@@ -121,7 +123,8 @@ def generation_evaluation(
     generation stays unpublished, with these figures, until it is discarded
     (`kb generation discard N`)."""
     gen_id = int(context.partition_key)
-    engine = evaluation_settings(embedder, answerer, reranker)
+    engine = dataclasses.replace(evaluation_settings(embedder, answerer, reranker),
+                                 database_url=postgres.url)
     settings = engine.evaluation
     with postgres.connection() as conn:
         state = generation(conn, gen_id).state
@@ -132,14 +135,14 @@ def generation_evaluation(
         set_state(conn, gen_id, "evaluating")
         missing = missing_from(conn, gen_id)
         try:
-            live = evaluate_index(conn, engine, answers=False)
+            live = evaluate_index(engine, answers=False)
         except IndexModelMismatchError as exc:  # a new embedding model: only the floor applies
             context.log.warning("live generation not comparable: %s", exc)
             live = None
     with postgres.connection(gen_id) as conn:
         # Approved corrections, embedded with the candidate's own model, are measured with it.
         index_learned_facts(conn, facts_embedder_for(embedder))
-        report = evaluate_index(conn, engine)
+        report = evaluate_index(engine, generation=gen_id)
     recall = report.modes["hybrid"].recall.at_5
     live_recall = live.modes["hybrid"].recall.at_5 if live is not None else None
     reasons = []

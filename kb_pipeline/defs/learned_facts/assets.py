@@ -10,8 +10,8 @@ it is evaluated and again before it is published (kb_pipeline/defs/generations/a
 import dagster as dg
 
 from kb_core.generations import live_generation
+from kb_core.learned_facts import fact_counts, index_learned_facts
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource, facts_embedder_for
-from kb_search.learned_facts import fact_counts, index_learned_facts
 
 __all__ = ["learned_facts"]
 

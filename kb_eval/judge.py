@@ -3,7 +3,8 @@
 
 The quotes and the answer are data, escaped inside their own blocks as in the answer prompt; the
 judge replies with one number between 0 and 1. A reply that holds none is counted as unjudged,
-not as 0 or 1.
+not as 0 or 1. The judge needs a chat model, which the engine's face does not offer: it makes
+one from the engine's answerers (kb_search.answerers), as the answerer KB_LLM names.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ import re
 from collections.abc import Sequence
 from html import escape
 
+import msgspec
+
 from kb_core.settings import AnswererSettings
+from kb_eval.figures import mean
+from kb_eval.questions import EvalQuestion
+from kb_search import AskResult
 from kb_search.answerers import make_answerer
 from kb_search.answerers.chat import ChatAnswerer
 
-__all__ = ["JUDGE_PROMPT", "FaithfulnessJudge", "make_judge"]
+__all__ = ["JUDGE_PROMPT", "Faithfulness", "FaithfulnessJudge", "judge_answers", "make_judge"]
 
 log = logging.getLogger(__name__)
 
@@ -62,3 +68,22 @@ def make_judge(settings: AnswererSettings) -> FaithfulnessJudge | None:
     is no model."""
     answerer = make_answerer(settings)
     return FaithfulnessJudge(answerer) if isinstance(answerer, ChatAnswerer) else None
+
+
+class Faithfulness(msgspec.Struct):
+    """The judge's mean faithfulness score over the found answers it could score."""
+
+    judge: str
+    judged: int
+    judged_faithfulness: float | None  # None when it scored none
+
+
+def judge_answers(judge: FaithfulnessJudge, questions: list[EvalQuestion],
+                  answers: list[AskResult]) -> Faithfulness:
+    """The judge's mean faithfulness score over the found answers it could score, labelled as
+    model-judged (`judged_faithfulness` is None when it scored none)."""
+    scores = [judge.score(q.question, a.answer, [c.quote for c in a.citations])
+              for q, a in zip(questions, answers, strict=True) if a.found]
+    judged = [s for s in scores if s is not None]
+    return Faithfulness(judge=judge.name, judged=len(judged),
+                        judged_faithfulness=mean(judged) if judged else None)

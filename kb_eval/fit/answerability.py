@@ -5,21 +5,22 @@ Each set is indexed in an installation of its own (term statistics are per index
 
     KB_HOME=/tmp/kbdev .venv/bin/kb ingest samples/docs
     KB_HOME=/tmp/kbjq  .venv/bin/kb ingest ../shared/devsets/jaquad/docs --groups public
-    .venv/bin/python -m fit.answerability \\
+    .venv/bin/python -m kb_eval.fit answerability \\
         --set samples/eval.jsonl=/tmp/kbdev:all-employees \\
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
 
-Every question is searched as `kb ask` searches it, and its evidence read by the product's own
-code (`question_evidence`); the label is whether the set marks it answerable. The model is a
-logistic regression (L2, standardized features), each set weighing as the square root of its
-size. Figures are cross-validated: five folds grouped by expected document (the
-unanswerable questions, which name no document, dealt round-robin), each fold scored by a model
-fitted on the other four, with the refusal threshold taken from those four as well.
+Every question is put to the installation's knowledge base as `kb ask` puts it
+(`KnowledgeBase.assess`), which gives the evidence the answerability decision reads; the label
+is whether the set marks it answerable. The model is a logistic regression (L2, standardized
+features), each set weighing as the square root of its size. Figures are cross-validated: five
+folds grouped by expected document (the unanswerable questions, which name no document, dealt
+round-robin), each fold scored by a model fitted on the other four, with the refusal threshold
+taken from those four as well. The model's form is the engine's own (kb_search.answerability),
+which this fitter imports to write it.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
@@ -28,23 +29,23 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from fit.devsets import (
+from kb_eval.fit.devsets import (
     FOLDS,
-    add_set_argument,
+    fitter_parser,
     folds_by_document,
+    installation,
     parse_set,
-    searching,
     set_name,
 )
+from kb_eval.questions import load_questions, source_matches
+from kb_eval.run import eval_caller
+from kb_search import open_knowledge_base
 from kb_search.answerability import (
     FEATURES,
     MODEL_FILE,
     AnswerabilityModel,
     AnswerabilityModels,
-    question_evidence,
 )
-from kb_search.asking import PASSAGES, missing_evidence
-from kb_search.evaluation import load_questions, source_matches
 
 L2 = 1.0  # on standardized features; the sets hold thousands of questions
 # The model for indexes of any other embedder reads no similarity (its scale is the model's own).
@@ -76,20 +77,19 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
     questions = load_questions(path)
     rows, refused, found, documents = [], [], [], []
     started = time.perf_counter()
-    with searching(home) as (searcher, conn):
+    with open_knowledge_base(installation(home), answers=False) as kb:
         for q in questions:
-            caller = list(q.groups if q.groups is not None else groups)
-            prepared = searcher.prepare(q.question)
-            result, evidence = searcher.search(conn, prepared, caller, PASSAGES)
-            rows.append(question_evidence(conn, prepared.plan, result, evidence, caller))
-            refused.append(missing_evidence(prepared.plan, result) is not None)
+            assessed = kb.assess(eval_caller(q, groups), q.question, answer=False)
+            rows.append(assessed.features)
+            refused.append(assessed.refused_by_rule)
             found.append(q.answerable and any(
-                source_matches(h.source_uri, q.expected_source or "") for h in result.hits))
+                source_matches(h.source_uri, q.expected_source or "")
+                for h in assessed.search.hits))
             documents.append(q.expected_source if q.answerable else None)
+        embedder = kb.index_model()
     print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
-    collected = DevSet(set_name(path), searcher.model or searcher.configured,
-                       np.array(rows, dtype=float),
+    collected = DevSet(set_name(path), embedder, np.array(rows, dtype=float),
                        np.array([q.answerable for q in questions]), np.array(refused),
                        np.array(found), folds_by_document(documents))
     if kept:
@@ -183,13 +183,11 @@ def _figures(s: DevSet, weak: np.ndarray) -> dict[str, float]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_set_argument(parser)
-    parser.add_argument("--write", action="store_true", help=f"write {MODEL_FILE.name}")
+def main(argv: list[str]) -> int:
+    parser = fitter_parser("answerability", __doc__, MODEL_FILE)
     parser.add_argument("--cache", type=Path, default=None,
                         help="a folder keeping each set's evidence between runs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sets = [collect(*parse_set(spec), args.cache) for spec in args.set]
     embedders = {s.embedder for s in sets}
     if len(embedders) != 1:
@@ -205,6 +203,8 @@ def main() -> int:
                 cells = ", ".join(f"{k} {v:.3f}" for k, v in figures.items())
                 print(f"  KB_MAX_FALSE_NOT_FOUND={share}: {name}: {cells}")
                 held_out.setdefault(share, []).append(f"{name}: {cells}")
+        # Named as the committed models name their fitter (fit/answerability.py, where it was
+        # first committed), so a refit of the same sets writes the same file.
         note = ("fit/answerability.py on "
                 + "; ".join(f"{s.name} ({len(s.answerable)} questions)" for s in sets)
                 + "; held out at 0.01: " + "; ".join(held_out[0.01]))
@@ -217,7 +217,3 @@ def main() -> int:
                               encoding="utf-8")
         print(f"wrote {MODEL_FILE}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@ development sets that give gold answers and reports its held-out figures; with -
 it to kb_search/answerers/sentences.json.
 
     KB_HOME=/tmp/kbjq .venv/bin/kb ingest ../shared/devsets/jaquad/docs --groups public
-    .venv/bin/python -m fit.sentences \\
+    .venv/bin/python -m kb_eval.fit sentences \\
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --cache /tmp/fitcache --write
 
 Every answerable question with a gold answer is searched as `kb ask` searches it, and the
@@ -16,11 +16,14 @@ probability on the sentences holding the answer. How many sentences to quote (`c
 stays within MEDIAN_CHARS and their 90th percentile within P90_CHARS. Figures are
 cross-validated: five folds grouped by document, each scored by a model and a choice fitted on
 the other four.
+
+The passages and their sentences are the engine's own, which its face keeps inside: the fit
+reads them through kb_search.asking.Asker and kb_search.answerers.sentences, as a tuner of the
+engine may (devsets.searching).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
@@ -29,14 +32,16 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from fit.devsets import (
+from kb_eval.fit.devsets import (
     FOLDS,
-    add_set_argument,
+    fitter_parser,
     folds_by_document,
+    installation,
     parse_set,
     searching,
     set_name,
 )
+from kb_eval.questions import holds_answer, load_questions
 from kb_search.answerers import ExtractiveAnswerer, Passage
 from kb_search.answerers.sentences import (
     FEATURES,
@@ -46,7 +51,6 @@ from kb_search.answerers.sentences import (
     candidate_sentences,
 )
 from kb_search.asking import Asker
-from kb_search.evaluation import holds_answer, load_questions
 
 MEDIAN_CHARS = 100  # issue 14: the answer body's median length on the JaQuAD set
 P90_CHARS = 250
@@ -86,7 +90,7 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> li
     questions = [q for q in load_questions(path) if q.answerable and q.answer]
     asked = []
     started = time.perf_counter()
-    with searching(home) as (searcher, conn):
+    with searching(installation(home)) as (searcher, conn):
         asker = Asker(searcher, ExtractiveAnswerer())
         for q in questions:
             prepared = asker.retrieve(conn, q.question, list(q.groups or groups))
@@ -185,13 +189,11 @@ def model_of(questions: list[Question], note: str = "") -> SentenceModel:
     return best_model
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_set_argument(parser)
-    parser.add_argument("--write", action="store_true", help=f"write {MODEL_FILE.name}")
+def main(argv: list[str]) -> int:
+    parser = fitter_parser("sentences", __doc__, MODEL_FILE)
     parser.add_argument("--cache", type=Path, default=None,
                         help="a folder keeping each set's passages between runs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sets = {}
     for spec in args.set:
         path, home, groups = parse_set(spec)
@@ -204,6 +206,8 @@ def main() -> int:
     if not sets:
         raise SystemExit("no set gives gold answers")
     questions = [q for qs in sets.values() for q in qs]
+    # Named as the committed model names its fitter (fit/sentences.py, where it was first
+    # committed), so a refit of the same sets writes the same file.
     lines = [f"fit/sentences.py, {FOLDS} folds grouped by document; held out:"]
     held_out: dict[str, list[tuple[bool, float]]] = {name: [] for name in sets}
     for fold in range(FOLDS):
@@ -233,7 +237,3 @@ def main() -> int:
         MODEL_FILE.write_bytes(msgspec.json.format(msgspec.json.encode(model)) + b"\n")
         print(f"wrote {MODEL_FILE}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

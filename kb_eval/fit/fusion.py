@@ -3,7 +3,7 @@ its held-out figures; with --write, commits it to kb_search/fusion.json.
 
 Each set is indexed in an installation of its own (term statistics are per index):
 
-    .venv/bin/python -m fit.fusion \\
+    .venv/bin/python -m kb_eval.fit fusion \\
         --set samples/eval.jsonl=/tmp/kbdev:all-employees \\
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
 
@@ -15,11 +15,14 @@ each point of a grid of its numbers, and scored by MRR@10 against each set's bet
 the point chosen stands highest above it on the set where it stands lowest. Figures are
 cross-validated: five folds grouped by expected document, each fold scored with the numbers
 that were best on the other four.
+
+The fit needs what the engine's face keeps inside: each question's plan and vector, the
+candidates of both legs before fusion, and whether each holds the question's codes. It calls
+kb_search.search.hybrid_search itself, as a tuner of the engine may (devsets.searching).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import sys
@@ -30,15 +33,16 @@ import msgspec
 import numpy as np
 import psycopg
 
-from fit.devsets import (
+from kb_eval.fit.devsets import (
     FOLDS,
-    add_set_argument,
+    fitter_parser,
     folds_by_document,
+    installation,
     parse_set,
     searching,
     set_name,
 )
-from kb_search.evaluation import is_relevant, load_questions
+from kb_eval.questions import is_relevant, load_questions
 from kb_search.fusion import FULL_COVERAGE, FUSION_FILE, PLAIN, Fusion
 from kb_search.planner import QueryPlan
 from kb_search.search import (
@@ -109,6 +113,9 @@ def candidates(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
                evidence: list[Evidence], relevant: list[bool], fold: int) -> Candidates:
     """A question's candidates, from a search that returned every one of them."""
     ids = [h.chunk_id for h in result.hits]
+    # The legs' SQL tests each candidate against the question's codes and keeps the answer to
+    # itself (a search's evidence has no `coded`): the same test, asked again. The chunks'
+    # alone: the development installations hold no learned fact.
     coded = set() if plan.code_query is None else {row[0] for row in conn.execute(
         "SELECT id FROM chunks WHERE id = ANY(%s) AND keywords @@ %s::tsquery",
         (ids, plan.code_query))}
@@ -130,7 +137,7 @@ def collect(path: Path, home: Path, groups: list[str]) -> DevSet:
     folds = folds_by_document([q.expected_source for q in questions])
     collected = []
     started = time.perf_counter()
-    with searching(home) as (searcher, conn):
+    with searching(installation(home)) as (searcher, conn):
         for q, fold in zip(questions, folds.tolist(), strict=True):
             caller = list(q.groups if q.groups is not None else groups)
             prepared = searcher.prepare(q.question)
@@ -157,11 +164,9 @@ def best(sets: list[DevSet], folds: set[int]) -> Fusion:
     return max(_grid(), key=lambda f: min(s.mrr(f, folds) - leg for s, leg in margins))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_set_argument(parser)
-    parser.add_argument("--write", action="store_true", help=f"write {FUSION_FILE.name}")
-    args = parser.parse_args()
+def main(argv: list[str]) -> int:
+    parser = fitter_parser("fusion", __doc__, FUSION_FILE)
+    args = parser.parse_args(argv)
     sets = [collect(*parse_set(spec)) for spec in args.set]
     embedders = {s.embedder for s in sets}
     if len(embedders) != 1:
@@ -180,6 +185,8 @@ def main() -> int:
                      f"keyword leg {s.mrr(KEYWORD_ONLY, everything):.4f}")
         print(lines[-1])
     fitted = best(sets, everything)
+    # Named as the committed fusion names its fitter (fit/fusion.py, where it was first
+    # committed), so a refit of the same sets writes the same file.
     fitted = msgspec.structs.replace(
         fitted, embedder=embedders.pop(),
         note="fit/fusion.py, 5 folds grouped by document; " + "; ".join(lines))
@@ -188,7 +195,3 @@ def main() -> int:
         FUSION_FILE.write_text(msgspec.json.encode(fitted).decode() + "\n", encoding="utf-8")
         print(f"wrote {FUSION_FILE}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -68,11 +69,18 @@ class IndexedOriginal(msgspec.Struct, frozen=True):
 
 
 class Original(msgspec.Struct, frozen=True):
-    """A private copy of an original, positioned at its start; the reader closes it."""
+    """A private copy of an original, positioned at its start; `pieces` reads and closes it."""
 
     filename: str
     size_bytes: int
     content: BinaryIO
+
+    def pieces(self) -> Iterator[bytes]:
+        """The copy's bytes, piece by piece; it is closed at the end, or when a reader that
+        went away drops the iterator."""
+        with self.content:
+            while piece := self.content.read(PIECE_BYTES):
+                yield piece
 
 
 class ChangedOriginalError(Exception):

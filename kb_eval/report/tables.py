@@ -1,0 +1,102 @@
+"""The rows every form of the report shows: the retrieval table (a row per mode), the table by
+question type, and the answer measures with their labels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from msgspec import UnsetType
+
+from kb_eval.answers import AnswerMetrics
+from kb_eval.retrieval import ModeMetrics
+from kb_eval.run import EvalReport
+from kb_search import MODES
+
+__all__ = [
+    "COLUMNS",
+    "TYPE_COLUMNS",
+    "answer_measures",
+    "answer_rows",
+    "mode_rows",
+    "short_source",
+    "type_rows",
+]
+
+COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
+TYPE_COLUMNS = ("mode", "question type", "n", "R@1", "R@5", "MRR@10")
+
+
+def mode_rows(results: Mapping[str, ModeMetrics]) -> list[tuple[str, list[float]]]:
+    """(mode, values in COLUMNS order) per mode: hybrid, vector, keyword, then any other."""
+    modes = [m for m in MODES if m in results]
+    modes += [m for m in results if m not in MODES]
+    return [(mode, _table_values(results[mode])) for mode in modes]
+
+
+def _table_values(result: ModeMetrics) -> list[float]:
+    """The values of one mode's row, in COLUMNS order."""
+    recall = result.recall
+    return [recall.at_1, recall.at_5, recall.at_10, result.mrr_at_10, result.ndcg_at_10]
+
+
+def type_rows(report: EvalReport) -> list[list[str]]:
+    """A row per mode and question type, where the set gives types."""
+    return [[mode, kind, str(m.n), f"{m.recall.at_1:.4f}", f"{m.recall.at_5:.4f}",
+             f"{m.mrr_at_10:.4f}"]
+            for mode, metrics in report.modes.items()
+            if not isinstance(metrics.by_type, UnsetType)
+            for kind, m in metrics.by_type.items()]
+
+
+def answer_measures(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
+    """(name, label, value) of each answer rate; the name is its field's, as in the JSON."""
+    return [
+        ("cited_expected_rate", "answerable questions answered citing the expected document",
+         answers.cited_expected_rate),
+        ("not_found_precision", '"not found" precision on the unanswerable questions',
+         answers.not_found_precision),
+        ("not_found_recall", '"not found" recall on the unanswerable questions',
+         answers.not_found_recall),
+        ("answerable_not_found_rate", 'answerable questions answered "not found"',
+         answers.answerable_not_found_rate),
+        ("numbers_match_rate", "found answers whose numbers and codes are all in a cited passage",
+         answers.numbers_match_rate),
+        ("verified_rate", "answers verified without warnings", answers.verified_rate),
+        ("citations_in_order_rate", "found answers whose citations are numbered 1, 2, ... as read",
+         answers.citations_in_order_rate),
+        *_quotes_measure(answers),
+    ]
+
+
+def _quotes_measure(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
+    """The quotes' measure, where the extractive answerer answered."""
+    if isinstance(answers.quotes_hold_answer_rate, UnsetType):
+        return []
+    return [("quotes_hold_answer_rate",
+             "extractive citations whose quote holds the sentences the answer took from it",
+             answers.quotes_hold_answer_rate)]
+
+
+def answer_rows(answers: AnswerMetrics) -> list[tuple[str, str]]:
+    """(measure, value) rows of the answer measures, rates as percentages."""
+    rows = [(label, f"{value:.1%}") for _, label, value in answer_measures(answers)]
+    if answers.forbidden_citations is not None:
+        rows.append(("answers citing a document outside the question's groups",
+                     str(answers.forbidden_citations)))
+    faithfulness = answers.faithfulness()
+    if faithfulness is not None:
+        rows.append((f"faithfulness, {answers.judge} (not a gate)",
+                     f"{faithfulness:.1%} over {answers.judged} answers"))
+    if not isinstance(answers.gold_in_answer_rate, UnsetType):
+        rows.append(("answerable questions whose answer contains the gold text",
+                     f"{answers.gold_in_answer_rate:.1%}"))
+        rows.append(("answer length without [n], median / 90th percentile (characters)",
+                     f"{answers.answer_chars_median:.0f} / {answers.answer_chars_p90:.0f}"))
+    rows.append(("questions: answerable / unanswerable / answered",
+                 f"{answers.answerable} / {answers.unanswerable} / {answers.found}"))
+    return rows
+
+
+def short_source(source_uri: str) -> str:
+    """The last two path parts: the folder and file a reader recognizes."""
+    return "/".join(source_uri.rstrip("/").split("/")[-2:])

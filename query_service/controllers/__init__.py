@@ -1,0 +1,8 @@
+"""The /v1 API, one controller per domain: questions (search, answers, feedback), the cited
+documents and corrections."""
+
+from query_service.controllers.corrections import CorrectionsController
+from query_service.controllers.documents import DocumentsController
+from query_service.controllers.questions import QuestionsController
+
+__all__ = ["CorrectionsController", "DocumentsController", "QuestionsController"]

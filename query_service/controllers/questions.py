@@ -1,0 +1,136 @@
+"""Questions over HTTP: search, answers (whole, or streamed as Server-Sent Events), feedback on
+an answer and the caller's recent questions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated
+
+import anyio
+import msgspec
+from litestar import Controller, get, post
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIResponse, OpenAPIType, Operation, Schema
+from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
+
+from kb_core.callers import Caller
+from kb_search import (
+    AnswerDelta,
+    AnswerEvent,
+    AskResult,
+    KnowledgeBase,
+    OfferedPassages,
+    SearchResult,
+    public,
+)
+from query_service.dependencies import ExactBody, provide_caller
+from query_service.errors import ERROR_RESPONSES, ServiceError, refuse_unknown_query
+from query_service.guards import requires_caller
+from query_service.schemas import (
+    BEARER,
+    CLOSED,
+    AskRequest,
+    FeedbackReceipt,
+    FeedbackRequest,
+    RecentQuestions,
+    SearchRequest,
+)
+
+__all__ = ["QuestionsController"]
+
+
+@dataclass
+class AskOperation(Operation):
+    """/v1/ask in OpenAPI: its 200 is JSON, or Server-Sent Events when `stream` is true."""
+
+    def __post_init__(self) -> None:
+        ok = (self.responses or {}).get("200")
+        if isinstance(ok, OpenAPIResponse) and ok.content is not None:
+            # One event: its name and its data, a JSON text.
+            ok.content["text/event-stream"] = OpenAPIMediaType(schema=Schema(
+                type=OpenAPIType.OBJECT, required=["event", "data"],
+                description="`citations` (the passages offered, by their own `passage` "
+                            "number), `delta` events with text and the [n] it cites first "
+                            "(`cited`: n and passage), then `done` carrying the full answer "
+                            "JSON",
+                properties={
+                    "event": Schema(type=OpenAPIType.STRING,
+                                    enum=["citations", "delta", "done"]),
+                    "data": Schema(type=OpenAPIType.STRING, content_media_type="application/json"),
+                }))
+
+
+class QuestionsController(Controller):
+    path = "/v1"
+    tags = ["knowledge"]
+    guards = [requires_caller]
+    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False)}
+    dto = ExactBody
+    security = [{BEARER: []}]
+
+    @post("/search", operation_id="search", status_code=200, responses=ERROR_RESPONSES)
+    async def search(self, data: Annotated[SearchRequest, CLOSED], caller: Caller,
+                     kb: KnowledgeBase, state: State) -> SearchResult:
+        """Hybrid search over the documents the caller may see."""
+        query = _within_limit(data.query, "query", state)
+        return public(await anyio.to_thread.run_sync(kb.search, caller, query, data.k,
+                                                     data.mode))
+
+    # Annotated Response[AskResult], not `AskResult | ServerSentEvent`: the union became
+    # `oneOf: [AskResult, {}]` in OpenAPI, which no answer can satisfy (it matches both).
+    @post("/ask", operation_id="ask", status_code=200, responses=ERROR_RESPONSES,
+          operation_class=AskOperation)
+    async def ask(self, data: Annotated[AskRequest, CLOSED], caller: Caller, kb: KnowledgeBase,
+                  state: State) -> Response[AskResult]:
+        """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
+        question = _within_limit(data.question, "question", state)
+        if data.stream:
+            return ServerSentEvent(_answer_events(kb, caller, question))
+        return Response(public(await anyio.to_thread.run_sync(kb.ask, caller, question)))
+
+    @post("/feedback", operation_id="feedback", status_code=200, responses=ERROR_RESPONSES)
+    async def feedback(self, data: Annotated[FeedbackRequest, CLOSED], caller: Caller,
+                       kb: KnowledgeBase) -> FeedbackReceipt:
+        """Mark an answer this caller received as helpful or not, with an optional comment."""
+        if not await anyio.to_thread.run_sync(kb.feedback, caller, str(data.query_id),
+                                              data.helpful, data.comment):
+            raise ServiceError("no such query for this caller", code="unknown_query")
+        return FeedbackReceipt(ok=True)
+
+    @get("/recent-questions", operation_id="recent_questions", responses=ERROR_RESPONSES,
+         before_request=refuse_unknown_query)
+    async def recent_questions(self, caller: Caller, kb: KnowledgeBase) -> RecentQuestions:
+        """The caller's own latest questions (their text only), newest first."""
+        return RecentQuestions(await anyio.to_thread.run_sync(kb.recent_questions, caller))
+
+
+def _within_limit(text: str, field: str, state: State) -> str:
+    """`text`, unless it is longer than KB_MAX_QUESTION_CHARS allows (then a 400)."""
+    if len(text) > state.max_question_chars:
+        raise ServiceError(f"{field} has {len(text)} characters; the limit is "
+                           f"{state.max_question_chars}", code="question_too_long")
+    return text
+
+
+async def _answer_events(kb: KnowledgeBase, caller: Caller,
+                         question: str) -> AsyncIterator[ServerSentEventMessage]:
+    """The engine's answer events as Server-Sent Events, each taken in a worker thread."""
+    events = kb.ask_events(caller, question)
+    while (event := await anyio.to_thread.run_sync(next, events, None)) is not None:
+        yield _message(event)
+
+
+def _message(event: AnswerEvent) -> ServerSentEventMessage:
+    """`citations` (the passages offered), `delta` (text, with the citation numbers it uses
+    first: the engine's AnswerDelta is the wire's), then `done` (the answer, authoritative)."""
+    if isinstance(event, OfferedPassages):
+        return ServerSentEventMessage(event="citations", data=_json(event))
+    if isinstance(event, AnswerDelta):
+        return ServerSentEventMessage(event="delta", data=_json(event))
+    return ServerSentEventMessage(event="done", data=_json(public(event)))
+
+
+def _json(value: object) -> str:
+    return msgspec.json.encode(value).decode()

@@ -1,0 +1,205 @@
+"""What the MCP tools take and return: msgspec structs, whose JSON Schemas are the tools' input
+and output schemas, built from the engine's results with documents named by path (`public`)
+and every piece of document text fenced as quoted data (`quoted_passage`)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from kb_search import (
+    NOT_FOUND,
+    AskResult,
+    Citation,
+    DocumentView,
+    Ranks,
+    SearchHit,
+    SearchResult,
+    public,
+    quoted_passage,
+)
+
+__all__ = [
+    "Answer",
+    "AskArguments",
+    "DocumentArguments",
+    "DocumentPassages",
+    "FeedbackArguments",
+    "FeedbackReceipt",
+    "FoundPassage",
+    "NeighbourPassage",
+    "NumberedCitation",
+    "SearchArguments",
+    "SearchPassages",
+    "answer_of",
+    "document_passages_of",
+    "object_schema",
+    "passage_uri",
+    "passages_of",
+]
+
+# As /v1 states it (query_service/api.py, Text): something other than white space and control
+# characters; the configurable length limit is checked when the tool runs.
+Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"[^\s\x00-\x1f\x7f-\x9f\ufeff]")]
+Id = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class SearchArguments(msgspec.Struct, forbid_unknown_fields=True):
+    query: Annotated[Text, msgspec.Meta(description="検索語や質問 / search terms or a question")]
+    k: Annotated[int, msgspec.Meta(ge=1, le=50, description="返す箇所の数 / passages "
+                                                            "returned")] = 10
+    mode: Annotated[Literal["hybrid", "vector", "keyword"], msgspec.Meta(
+        description="hybrid（既定）、vector（意味）、keyword（語句） / hybrid (default), "
+                    "vector (meaning) or keyword (terms)")] = "hybrid"
+
+
+class AskArguments(msgspec.Struct, forbid_unknown_fields=True):
+    question: Annotated[Text, msgspec.Meta(description="質問 / the question")]
+
+
+class DocumentArguments(msgspec.Struct, forbid_unknown_fields=True):
+    document_id: Annotated[Id, msgspec.Meta(
+        description="search・ask の結果の document_id / a search hit's or citation's")]
+    chunk_id: Annotated[Id, msgspec.Meta(
+        description="search・ask の結果の chunk_id / a search hit's or citation's")]
+
+
+class FeedbackArguments(msgspec.Struct, forbid_unknown_fields=True):
+    query_id: Annotated[str, msgspec.Meta(
+        pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+        description="ask の結果の query_id / the query_id ask returned")]
+    helpful: Annotated[bool, msgspec.Meta(description="役に立ったか / whether it helped")]
+    comment: Annotated[str, msgspec.Meta(max_length=4000)] | None = None
+
+
+class FoundPassage(msgspec.Struct):
+    """A passage found, with what cites it and its text as a quoted <document> block."""
+
+    rank: int
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    chunk_id: int
+    document_id: int | None  # None for a learned fact (an approved correction)
+    learned_fact: bool
+    uri: str | None  # the passage resource: kb://documents/{document_id}/passages/{chunk_id}
+    passage: str
+
+
+class SearchPassages(msgspec.Struct):
+    """The passages the caller may read, best first; `message` is the not-found sentence when
+    there are none."""
+
+    query: str
+    passages: list[FoundPassage]
+    message: str | None
+
+
+class NumberedCitation(msgspec.Struct):
+    """The source of the answer's [n], with the text it used as a quoted <document> block."""
+
+    n: int
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    chunk_id: int
+    document_id: int | None
+    learned_fact: bool
+    quote: str
+
+
+class Answer(msgspec.Struct):
+    """A grounded answer; `answer` is the not-found sentence itself when `found` is false."""
+
+    query_id: str
+    answer: str
+    found: bool
+    verified: bool
+    citations: list[NumberedCitation]
+
+
+class NeighbourPassage(msgspec.Struct):
+    chunk_id: int
+    heading: str
+    page: str | None
+    cited: bool  # the passage asked for, not one of its neighbours
+    passage: str
+
+
+class DocumentPassages(msgspec.Struct):
+    """A passage of a document and its neighbours, in document order."""
+
+    document_id: int
+    path: str
+    title: str
+    revision_date: datetime.date | None
+    passages: list[NeighbourPassage]
+
+
+class FeedbackReceipt(msgspec.Struct):
+    ok: bool
+
+
+def object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON Schema of `struct` as an object at the top, as MCP's tool schemas must be, with
+    the structs it holds under $defs."""
+    _, components = msgspec.json.schema_components([struct], ref_template="#/$defs/{name}")
+    schema = components.pop(struct.__name__)
+    return {**schema, "$defs": components} if components else schema
+
+
+def passage_uri(document_id: int | None, chunk_id: int) -> str | None:
+    return None if document_id is None else f"kb://documents/{document_id}/passages/{chunk_id}"
+
+
+def passages_of(result: SearchResult) -> SearchPassages:
+    hits = public(result).hits
+    return SearchPassages(
+        query=result.query,
+        passages=[FoundPassage(
+            rank=h.rank, path=h.path, title=h.title, heading=h.heading, page=h.page,
+            chunk_id=h.chunk_id, document_id=h.document_id, learned_fact=h.learned_fact,
+            uri=passage_uri(h.document_id, h.chunk_id), passage=quoted_passage(h))
+            for h in hits],
+        message=None if hits else NOT_FOUND)
+
+
+def answer_of(result: AskResult) -> Answer:
+    result = public(result)
+    return Answer(
+        query_id=result.query_id, answer=result.answer, found=result.found,
+        verified=result.verified,
+        citations=[NumberedCitation(
+            n=c.n, path=c.path, title=c.title, heading=c.heading, page=c.page,
+            chunk_id=c.chunk_id, document_id=c.document_id, learned_fact=c.learned_fact,
+            quote=_quoted_citation(c)) for c in result.citations])
+
+
+def document_passages_of(view: DocumentView) -> DocumentPassages:
+    return DocumentPassages(
+        document_id=view.id, path=view.path, title=view.title,
+        revision_date=view.revision_date,
+        passages=[NeighbourPassage(
+            chunk_id=p.chunk_id, heading=p.heading, page=p.page, cited=p.cited,
+            passage=_quoted(n, view.path, view.title, p.heading, p.page, p.chunk_id, view.id,
+                            p.content))
+            for n, p in enumerate(view.passages, start=1)])
+
+
+def _quoted_citation(citation: Citation) -> str:
+    return _quoted(citation.n, citation.path, citation.title, citation.heading, citation.page,
+                   citation.chunk_id, citation.document_id, citation.quote)
+
+
+def _quoted(n: int, path: str, title: str, heading: str, page: str | None, chunk_id: int,
+            document_id: int | None, content: str) -> str:
+    """Document text that is not a search hit (a neighbour, a citation's quote) fenced as the
+    face fences hits: the face quotes only hits, so this one is dressed as hit number `n`."""
+    return quoted_passage(SearchHit(
+        rank=n, chunk_id=chunk_id, document_id=document_id, source_uri=path, path=path,
+        title=title, heading=heading, page=page, chunk_index=0, content=content, score=0.0,
+        ranks=Ranks(vector=None, keyword=None)))
