@@ -5,7 +5,7 @@ and that of a rebuilt generation not yet live (opened with `generation=`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
@@ -16,7 +16,7 @@ from kb_eval.judge import FaithfulnessJudge, judge_answers
 from kb_eval.questions import EvalQuestion
 from kb_eval.refusals import RefusalPoint, refusal_curve
 from kb_eval.retrieval import DEPTH, ModeMetrics, evaluate, recall_curve
-from kb_search import MODES, KnowledgeBase, Mode
+from kb_search import MODES, Assessment, KnowledgeBase, Mode, SearchHit
 
 __all__ = ["EvalReport", "eval_caller", "run_question_set"]
 
@@ -57,15 +57,24 @@ def run_question_set(
     fetch = max(k, DEPTH)  # MRR@10 and nDCG@10 need ten hits whatever k is
     report = EvalReport(questions=len(questions), k=k, modes={}, curves={})
     report_progress("questions", count=len(questions) * (len(modes) + answers))
-    for mode in modes:
-        results = [kb.search(eval_caller(q, groups), q.question, fetch, mode).hits
-                   for q in _counted(questions)]
-        hits = [[h.source_uri for h in found] for found in results]
-        contents = [[h.content for h in found] for found in results]
+    # Question by question, so that its embedding, kept by the engine for its latest
+    # questions, serves every mode and the answer: a set's questions outnumber what it keeps.
+    found: dict[Mode, list[list[SearchHit]]] = {mode: [] for mode in modes}
+    assessed: list[Assessment] = []
+    for q in questions:
+        caller = eval_caller(q, groups)
+        for mode in modes:
+            found[mode].append(kb.search(caller, q.question, fetch, mode).hits)
+            report_progress("question")
+        if answers:
+            assessed.append(kb.assess(caller, q.question))
+            report_progress("question")
+    for mode, results in found.items():
+        hits = [[h.source_uri for h in hits] for hits in results]
+        contents = [[h.content for h in hits] for hits in results]
         report.modes[mode] = evaluate(questions, hits, k, contents)
         report.curves[mode] = recall_curve(questions, hits, contents=contents)
     if answers:
-        assessed = [kb.assess(eval_caller(q, groups), q.question) for q in _counted(questions)]
         answered = [a.answer for a in assessed]
         report.refusal_curve = refusal_curve(
             questions, [a.refused_by_rule for a in assessed], [a.answerability for a in assessed])
@@ -78,10 +87,3 @@ def run_question_set(
                 report.answers, judge=scored.judge, judged=scored.judged,
                 judged_faithfulness=scored.judged_faithfulness)
     return report
-
-
-def _counted(questions: Iterable[EvalQuestion]) -> Iterator[EvalQuestion]:
-    """`questions`, reporting each as a question put once the caller is done with it."""
-    for question in questions:
-        yield question
-        report_progress("question")
