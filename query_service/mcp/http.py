@@ -53,7 +53,7 @@ Identify = Callable[[str | None], Awaitable[Caller]]
 
 def bearer_identity(pool: AsyncConnectionPool, verifier: JwtVerifier | None,
                     health: DatabaseHealth) -> Identify:
-    """Identity as /v1 verifies it (query_service/api.py, provide_caller), bearer credentials
+    """Identity as /v1 verifies it (query_service/guards.py, requires_caller), bearer credentials
     only: a cookie rides along with any site's request, and the MCP door has no CSRF token."""
 
     async def identify_bearer(authorization: str | None) -> Caller:

@@ -40,8 +40,9 @@ __all__ = [
     "passages_of",
 ]
 
-# As /v1 states it (query_service/api.py, Text): something other than white space and control
-# characters; the configurable length limit is checked when the tool runs.
+# As /v1 states it (query_service/schemas.py, Text), restated so that `kb mcp` loads no
+# Litestar: something other than white space and control characters; the configurable length
+# limit is checked when the tool runs.
 Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"[^\s\x00-\x1f\x7f-\x9f\ufeff]")]
 Id = Annotated[int, msgspec.Meta(ge=1)]
 

@@ -130,7 +130,7 @@ class _KnowledgeTools:
 
 
 def _storable(text: str) -> str:
-    # PostgreSQL text cannot hold NUL, which JSON allows (query_service/api.py, storable).
+    # PostgreSQL text cannot hold NUL, which JSON allows (query_service/schemas.py, RequestBody).
     return text.replace("\x00", "\ufffd")
 
 
