@@ -1,5 +1,8 @@
 """The question sets: JSONL files of questions with the document (and, for JaQuAD, the gold
-span) that answers each, and the rules by which a hit or an answer counts as that document."""
+span) that answers each, and the rules by which a hit or an answer counts as that document.
+
+A question with several parts (Deep mode: 「育児休業と介護休業の申請期限は？」) carries `parts`,
+each with its own document and gold span, instead of one top-level expected_source."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 import msgspec
 
 __all__ = [
+    "EvalPart",
     "EvalQuestion",
     "holds_answer",
     "is_relevant",
@@ -18,6 +22,15 @@ __all__ = [
     "source_matches",
     "squeezed",
 ]
+
+
+class EvalPart(msgspec.Struct, omit_defaults=True):
+    """One part of a multi-part question, as it would be asked alone."""
+
+    question: str
+    expected_source: str | None = None
+    answer: str | None = None
+    answerable: bool = True  # False: no document the caller may read answers this part
 
 
 class EvalQuestion(msgspec.Struct):
@@ -30,6 +43,7 @@ class EvalQuestion(msgspec.Struct):
     note: str | None = None
     answer: str | None = None  # the gold span: retrieval is then scored by passage
     question_type: str | None = None  # e.g. JaQuAD's label; figures are also given per type
+    parts: list[EvalPart] | None = None  # a multi-part question: each part is scored on its own
 
 
 def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuestion]:
@@ -37,7 +51,9 @@ def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuesti
 
     Raises ValueError naming the file and line for a line that is not a JSON object with a
     non-empty "question", has a field of the wrong type, or (with `need_expected`, as for
-    evaluation) is answerable without an expected_source.
+    evaluation) is answerable without an expected_source. A line with "parts" needs two or
+    more, each with a non-empty question and (with `need_expected`) an expected_source when
+    answerable, and no top-level expected_source or answer.
     """
     questions: list[EvalQuestion] = []
     # utf-8-sig: files saved by Windows editors often start with a BOM.
@@ -64,9 +80,27 @@ def _parse_line(line: str, where: str, need_expected: bool) -> EvalQuestion:
         raise ValueError(f"{where}: {err}") from err
     if not question.question.strip():
         raise ValueError(f"{where}: \"question\" is empty")
-    if need_expected and question.answerable and not question.expected_source:
+    if question.parts is not None:
+        # The parts are scored, not the whole: a top-level source or span would be read by the
+        # single-question scoring and score the line as if it had one part.
+        if question.expected_source is not None or question.answer is not None:
+            raise ValueError(f"{where}: a question with \"parts\" gives expected_source and "
+                             "answer in each part, not at the top level")
+        _check_parts(question.parts, where, need_expected)
+    elif need_expected and question.answerable and not question.expected_source:
         raise ValueError(f"{where}: an answerable question needs \"expected_source\"")
     return question
+
+
+def _check_parts(parts: list[EvalPart], where: str, need_expected: bool) -> None:
+    if len(parts) < 2:
+        raise ValueError(f"{where}: \"parts\" needs at least 2 parts, not {len(parts)}")
+    for number, part in enumerate(parts, start=1):
+        if not part.question.strip():
+            raise ValueError(f"{where}: part {number}: \"question\" is empty")
+        if need_expected and part.answerable and not part.expected_source:
+            raise ValueError(f"{where}: part {number}: an answerable part needs "
+                             "\"expected_source\"")
 
 
 def source_matches(source_uri: str, expected: str) -> bool:
