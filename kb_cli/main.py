@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                    ("kb ask \"有給休暇は何日前までに申請が必要ですか\" --groups all-employees",))
     ask.add_argument("question")
     ask.add_argument("--groups", type=groups, required=True)
+    ask.add_argument("--mode", choices=["auto", "flash", "deep"], default="auto",
+                     help="auto: part by part when the question asks several things (default); "
+                          "flash: whole; deep: part by part whenever it has parts")
 
     log_cmd = _command(sub, "log", "query_log:run", "the query log",
                        ("kb log purge", "kb log purge --days 30"))

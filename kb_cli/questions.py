@@ -19,7 +19,7 @@ from kb_eval.report.page import render_html
 from kb_eval.report.payload import json_payload
 from kb_eval.report.text import text_report
 from kb_eval.run import run_question_set
-from kb_search import MODES, open_knowledge_base
+from kb_search import MODES, Stage, open_knowledge_base
 
 __all__ = ["run_ask", "run_eval", "run_search"]
 
@@ -67,8 +67,17 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
+    # On a terminal, the stages of the work go to stderr as they happen; --json and a pipe get
+    # the answer alone.
+    show_stages = not args.json and sys.stderr.isatty()
     with open_knowledge_base(settings, connections=1) as kb:
-        result = kb.ask(_caller(args), args.question)
+        if show_stages:
+            for event in kb.ask_events(_caller(args), args.question, mode=args.mode):
+                if isinstance(event, Stage):
+                    print(_stage_line(event), file=sys.stderr)
+            result = event
+        else:
+            result = kb.ask(_caller(args), args.question, mode=args.mode)
 
     def human() -> None:
         print(result.answer)
@@ -80,6 +89,16 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     emit(args, result, human)
     return 0
+
+
+def _stage_line(stage: Stage) -> str:
+    if stage.stage == "plan":
+        return (f"… {len(stage.parts)}つに分けて調べます: " + " / ".join(p.label for p in stage.parts)
+                if stage.parts else "… 検索中")
+    if stage.stage == "part":
+        return (f"  ({(stage.index or 0) + 1}) " + ("見つかりました" if stage.found
+                                                    else "該当なし") + f"（{stage.hits}件）")
+    return "… 回答を作成中"
 
 
 def _caller(args: argparse.Namespace) -> Caller:

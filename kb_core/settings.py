@@ -20,6 +20,7 @@ __all__ = [
     "REPO_ROOT",
     "VARIABLES",
     "AnswererSettings",
+    "DeepSettings",
     "EmbedderSettings",
     "EvalSettings",
     "RerankerSettings",
@@ -90,6 +91,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_MAX_FALSE_NOT_FOUND", "0.01",
              'the share of answerable questions the "not found" decision may refuse (on the '
              "development sets); higher catches more unanswerable questions"),
+    Variable("KB_DEEP_MAX_PARTS", "4",
+             "the most parts a question is answered in (Deep mode); one with more is answered "
+             "as one question, and the answer says so"),
+    Variable("KB_DEEP_TIMEOUT_S", "35",
+             "seconds Deep mode searches parts for; then it answers with the parts it has and "
+             "names the rest"),
     Variable("KB_ANTHROPIC_MODEL", "`claude-sonnet-4-5`",
              "the Claude model answering, judging and (`KB_RERANK_LLM=anthropic`) reranking"),
     Variable("KB_OPENAI_MODEL", "`gpt-4o-mini`",
@@ -311,6 +318,21 @@ class RerankerSettings:
 
 
 @dataclass(frozen=True)
+class DeepSettings:
+    """Deep mode: questions answered part by part (KB_DEEP_*)."""
+
+    max_parts: int = 4  # more parts than this: the question is answered as one, and says so
+    timeout_s: float = 35.0  # then the answer is given with the parts searched so far
+
+    @classmethod
+    def read(cls, env: _Environment) -> DeepSettings:
+        return cls(
+            max_parts=int(env.number("KB_DEEP_MAX_PARTS", cls.max_parts, whole=True,
+                                     positive=True)),
+            timeout_s=env.number("KB_DEEP_TIMEOUT_S", cls.timeout_s, positive=True))
+
+
+@dataclass(frozen=True)
 class ServiceSettings:
     """The query service's identity and limits. JWT sign-in is on where `jwt_issuer` is set."""
 
@@ -439,6 +461,7 @@ class Settings:
     answerer: AnswererSettings = AnswererSettings()
     max_false_not_found: float = 0.01
     reranker: RerankerSettings = RerankerSettings()
+    deep: DeepSettings = DeepSettings()
     service: ServiceSettings = ServiceSettings()
     evaluation: EvalSettings = EvalSettings()
 
@@ -466,6 +489,7 @@ class Settings:
             answerer=AnswererSettings.read(env),
             max_false_not_found=env.share("KB_MAX_FALSE_NOT_FOUND", cls.max_false_not_found),
             reranker=RerankerSettings.read(env),
+            deep=DeepSettings.read(env),
             service=ServiceSettings.read(env),
             evaluation=EvalSettings.read(env),
         )

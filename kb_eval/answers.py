@@ -9,14 +9,13 @@ order, and the judge's fields are left out (not null) when no judge ran.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from kb_eval.figures import rate
+from kb_eval.figures import quantile, rate
 from kb_eval.questions import EvalQuestion, holds_answer, source_matches, squeezed
 from kb_search import AskResult
 from kb_search.answerers.contract import citations, claims
@@ -24,6 +23,7 @@ from kb_search.answerers.contract import citations, claims
 __all__ = [
     "AnswerMetrics",
     "WrongAnswer",
+    "bare_text",
     "evaluate_answers",
     "numbered_in_order",
     "numbers_match",
@@ -140,7 +140,7 @@ def evaluate_answers(
     true_not_found = sum(1 for q in said_not_found if not q.answerable)
     found = [a for a in answers if a.found]
     gold = [(q, a) for q, a in zip(questions, answers, strict=True) if q.answerable and q.answer]
-    bodies = sorted(len(_CITATION.sub("", a.answer)) for a in found)
+    bodies = sorted(len(bare_text(a.answer)) for a in found)
     held = [ok for a in found if a.answerer.startswith("extractive") for ok in quotes_hold(a)]
     return AnswerMetrics(
         answerable=len(answerable),
@@ -165,9 +165,9 @@ def evaluate_answers(
             for q, a, f in zip(questions, answers, failures, strict=True) if f
         ],
         **({"gold_in_answer_rate": rate(sum(1 for q, a in gold if a.found and holds_answer(
-                _CITATION.sub("", a.answer), q.answer or "")), len(gold)),
-            "answer_chars_median": _quantile(bodies, 0.5),
-            "answer_chars_p90": _quantile(bodies, 0.9)} if gold else {}),
+                bare_text(a.answer), q.answer or "")), len(gold)),
+            "answer_chars_median": quantile(bodies, 0.5),
+            "answer_chars_p90": quantile(bodies, 0.9)} if gold else {}),
         **({"quotes_hold_answer_rate": rate(sum(held), len(held))} if held else {}),
     )
 
@@ -175,9 +175,9 @@ def evaluate_answers(
 _CITATION = re.compile(r"\[\d+\]")
 
 
-def _quantile(values: list[int], share: float) -> float:
-    """The nearest-rank quantile of sorted `values` (0.0 for none)."""
-    return float(values[max(0, math.ceil(share * len(values)) - 1)]) if values else 0.0
+def bare_text(answer: str) -> str:
+    """An answer's text without its [n] marks: what gold spans and lengths are measured on."""
+    return _CITATION.sub("", answer)
 
 
 _NOT_CITED_EXPECTED = {"said not found", "does not cite the expected document",

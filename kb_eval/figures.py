@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-__all__ = ["mean", "rate"]
+import math
+from collections.abc import Sequence
+
+__all__ = ["mean", "quantile", "rate"]
 
 
 def mean(values: list[float]) -> float:
@@ -14,3 +17,8 @@ def mean(values: list[float]) -> float:
 def rate(count: int, total: int) -> float:
     """`count` out of `total`, rounded; 0.0 when there is nothing to count."""
     return round(count / total, 4) if total else 0.0
+
+
+def quantile(values: Sequence[float], share: float) -> float:
+    """The nearest-rank quantile of sorted `values` (0.0 for none)."""
+    return float(values[max(0, math.ceil(share * len(values)) - 1)]) if values else 0.0

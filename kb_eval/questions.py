@@ -44,6 +44,7 @@ class EvalQuestion(msgspec.Struct):
     answer: str | None = None  # the gold span: retrieval is then scored by passage
     question_type: str | None = None  # e.g. JaQuAD's label; figures are also given per type
     parts: list[EvalPart] | None = None  # a multi-part question: each part is scored on its own
+    form: str | None = None  # how a generated multi-part question joins its parts; figures per form
 
 
 def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuestion]:

@@ -2,27 +2,41 @@
 Dagster: the retrieval_evaluation asset measures the live index with it, and a rebuilt index
 generation is measured the same way, beside the live one, before it is published."""
 
+from pathlib import Path
+
 from kb_core.database import connect
 from kb_core.embeddings import make_embedder
 from kb_core.generations import use_generation
 from kb_core.index_model import check_index_model
-from kb_core.settings import Settings
+from kb_core.settings import DEFAULT_EVAL_SET, REPO_ROOT, EvalSettings, Settings
 from kb_eval.judge import make_judge
 from kb_eval.questions import load_question_sets
 from kb_eval.run import EvalReport, run_question_set
 from kb_search import open_knowledge_base
 
-__all__ = ["evaluate_index"]
+__all__ = ["MULTIPART_EVAL_SET", "evaluate_index", "question_sets"]
+
+# The team's multi-part questions (Deep mode), replayed beside the default set. Reported, never
+# gating: kb_eval/run.py counts them in no figure a check or a publication gate reads.
+MULTIPART_EVAL_SET = REPO_ROOT / "samples" / "eval_multipart.jsonl"
+
+
+def question_sets(settings: EvalSettings) -> tuple[Path, ...]:
+    """The question sets an evaluation replays: those of KB_EVAL_SETS, and the multi-part set
+    beside the default set when that is all they are (KB_EVAL_SETS unset)."""
+    if settings.sets == (DEFAULT_EVAL_SET,):
+        return (DEFAULT_EVAL_SET, MULTIPART_EVAL_SET)
+    return settings.sets
 
 
 def evaluate_index(settings: Settings, *, generation: int | None = None,
                    answers: bool = True) -> EvalReport:
-    """The `run_question_set` report of the configured question sets on the live index of the
-    database `settings.database_url` names, or on its rebuilt `generation`, with the knowledge
-    base `kb search` and `kb ask` open; an LLM answerer also judges the answers' faithfulness
-    (model-judged, never a check). Raises IndexModelMismatchError when the index was built with
-    another embedding model than the one configured."""
-    questions = load_question_sets(settings.evaluation.sets)
+    """The `run_question_set` report of the configured question sets (`question_sets`) on the
+    live index of the database `settings.database_url` names, or on its rebuilt `generation`,
+    with the knowledge base `kb search` and `kb ask` open; an LLM answerer also judges the
+    answers' faithfulness (model-judged, never a check). Raises IndexModelMismatchError when
+    the index was built with another embedding model than the one configured."""
+    questions = load_question_sets(question_sets(settings.evaluation))
     with connect(settings.database_url, autocommit=True) as conn:
         use_generation(conn, generation)
         check_index_model(conn, make_embedder(settings.embedder))

@@ -6,7 +6,8 @@ import-linter contract in pyproject.toml)."""
 
 from kb_search.answerers import NOT_FOUND
 from kb_search.answerers.numbering import AnswerDelta, CitationNumber
-from kb_search.asking import AskResult, Citation
+from kb_search.asking import AnswerPart, AskResult, Citation
+from kb_search.comparison import Comparison
 from kb_search.corrections import (
     MAX_PASSAGES,
     CorrectedPassage,
@@ -15,11 +16,15 @@ from kb_search.corrections import (
     UnknownCorrectionError,
 )
 from kb_search.knowledge_base import (
+    ASK_MODES,
     AnswerEvent,
+    AskMode,
     Assessment,
     KnowledgeBase,
     OfferedPassage,
     OfferedPassages,
+    Stage,
+    StagePart,
     open_knowledge_base,
     public,
     quoted_passage,
@@ -28,16 +33,20 @@ from kb_search.search import MODES, Mode, Ranks, SearchHit, SearchResult
 from kb_search.sources import ChangedOriginalError, DocumentPassage, DocumentView, Original
 
 __all__ = [
+    "ASK_MODES",
     "MAX_PASSAGES",
     "MODES",
     "NOT_FOUND",
     "AnswerDelta",
     "AnswerEvent",
+    "AnswerPart",
+    "AskMode",
     "AskResult",
     "Assessment",
     "ChangedOriginalError",
     "Citation",
     "CitationNumber",
+    "Comparison",
     "CorrectedPassage",
     "CorrectionError",
     "CorrectionForReview",
@@ -51,6 +60,8 @@ __all__ = [
     "Ranks",
     "SearchHit",
     "SearchResult",
+    "Stage",
+    "StagePart",
     "UnknownCorrectionError",
     "open_knowledge_base",
     "public",

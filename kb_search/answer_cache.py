@@ -14,7 +14,7 @@ __all__ = ["AnswerCache"]
 
 
 class AnswerCache:
-    """Answers by (question, groups, answerer), valid while the index version is unchanged."""
+    """Answers by (question, groups, answerer, mode), valid while the index version is unchanged."""
 
     def __init__(self, size: int = 1000) -> None:
         self.size = size
@@ -22,8 +22,8 @@ class AnswerCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(question: str, groups: tuple[str, ...], answerer: str) -> tuple:
-        return normalize(question).strip(), tuple(sorted(set(groups))), answerer
+    def key(question: str, groups: tuple[str, ...], answerer: str, mode: str) -> tuple:
+        return normalize(question).strip(), tuple(sorted(set(groups))), answerer, mode
 
     def get(self, key: tuple, version: int) -> AskResult | None:
         with self._lock:

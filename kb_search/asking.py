@@ -29,11 +29,13 @@ from kb_search.answerers import (
 )
 from kb_search.answerers.contract import Claim, citations, claims
 from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
+from kb_search.comparison import Comparison
 from kb_search.planner import QueryPlan
 from kb_search.quoting import quote_passage
 from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult
 
 __all__ = [
+    "AnswerPart",
     "AskResult",
     "Asker",
     "Citation",
@@ -65,6 +67,17 @@ class Citation(msgspec.Struct):
     learned_fact: bool = False  # an approved correction: heading names reviewer and date
 
 
+class AnswerPart(msgspec.Struct):
+    """A part of a multi-part answer (Deep mode): its sub-question, whether evidence was found
+    for it, and the answer's [n] that answer it."""
+
+    question: str
+    label: str  # what the answer calls it
+    found: bool
+    citations: list[int]
+    searched: bool = True  # False: the time budget ran out before its search
+
+
 class AskResult(msgspec.Struct):
     """The `kb ask` JSON and the body of `POST /v1/ask` (docs/http-api.md)."""
 
@@ -76,6 +89,8 @@ class AskResult(msgspec.Struct):
     answerer: str
     citations: list[Citation]
     took_ms: float
+    parts: list[AnswerPart] = []  # a question answered part by part; empty when answered whole
+    comparison: Comparison | None = None  # what the answer states of its parts' values
 
 
 @dataclass

@@ -11,8 +11,9 @@ use the primary."""
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Literal
 
 import msgspec
@@ -26,25 +27,37 @@ from kb_core.learned_facts import EmbedderFor
 from kb_core.migrations import prepare_database
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter, Replica, ReplicaStatus, replica_name
-from kb_core.settings import Settings
+from kb_core.settings import DeepSettings, Settings
 from kb_search import corrections, sources
 from kb_search.answer_cache import AnswerCache
 from kb_search.answerers import Passage, make_answerer
-from kb_search.answerers.numbering import AnswerDelta
+from kb_search.answerers.numbering import AnswerDelta, NumberedStream, renumber
 from kb_search.answerers.prompt import document_block
 from kb_search.asking import Asker, AskResult, PreparedAnswer
 from kb_search.corrections import CorrectionForReview
+from kb_search.deep import (
+    answer_parts,
+    combine,
+    confirmed,
+    part_citations,
+    passages_per_part,
+)
+from kb_search.question_parts import QuestionPart, QuestionSplit, split_question
 from kb_search.rerankers import make_reranker
 from kb_search.search import Mode, Searcher, SearchHit, SearchResult, pooled_search_connection
 from kb_search.sources import DocumentView, Original
 from kb_search.synonyms import Synonyms
 
 __all__ = [
+    "ASK_MODES",
     "AnswerEvent",
+    "AskMode",
     "Assessment",
     "KnowledgeBase",
     "OfferedPassage",
     "OfferedPassages",
+    "Stage",
+    "StagePart",
     "open_knowledge_base",
     "public",
     "quoted_passage",
@@ -84,9 +97,35 @@ class OfferedPassages(msgspec.Struct):
     passages: list[OfferedPassage]
 
 
-# `ask_events` yields the passages offered, then the answer's text piece by piece, then the
-# answer itself (verified, logged), which is authoritative.
-AnswerEvent = OfferedPassages | AnswerDelta | AskResult
+# How a question is answered: `flash` whole, as one passage may answer it; `deep` part by
+# part when it asks several things (kb_search/question_parts.py); `auto` part by part too,
+# unless one passage turns out to answer every part.
+AskMode = Literal["auto", "flash", "deep"]
+ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
+
+
+class StagePart(msgspec.Struct):
+    """A part of the plan: the sub-question, and what the answer calls it."""
+
+    question: str
+    label: str
+
+
+class Stage(msgspec.Struct, omit_defaults=True):
+    """Where an answer's work stands before its text: `plan` (its parts; none for a question
+    answered whole), `part` (a part's retrieval: whether evidence was found, how many
+    passages), `answer` (writing it)."""
+
+    stage: Literal["plan", "part", "answer"]
+    parts: list[StagePart] | None = None
+    index: int | None = None
+    found: bool | None = None
+    hits: int | None = None
+
+
+# `ask_events` yields the stages of the work, the passages offered, then the answer's text
+# piece by piece, then the answer itself (verified, logged), which is authoritative.
+AnswerEvent = Stage | OfferedPassages | AnswerDelta | AskResult
 
 
 class Assessment(msgspec.Struct):
@@ -105,8 +144,10 @@ class KnowledgeBase:
     every passage inside SQL. Open one with `open_knowledge_base`; close it when done."""
 
     def __init__(self, pool: ConnectionPool, reads: ReadRouter, asker: Asker,
-                 replica_pools: list[ConnectionPool], database_url: str) -> None:
+                 replica_pools: list[ConnectionPool], database_url: str,
+                 deep: DeepSettings) -> None:
         self._pool = pool
+        self._deep = deep
         self._reads = reads
         self._asker = asker
         self._replica_pools = replica_pools
@@ -134,46 +175,132 @@ class KnowledgeBase:
             conn, prepared, list(caller.groups), k, mode, beside))
         return result
 
-    def ask(self, caller: Caller, question: str, *, use_cache: bool = True) -> AskResult:
+    def ask(self, caller: Caller, question: str, *, mode: AskMode = "auto",
+            use_cache: bool = True) -> AskResult:
         """An answer, logged; with `use_cache`, from the answer cache while the index has not
         changed since it was given."""
-        query_id = str(uuid.uuid4())
-        key = AnswerCache.key(question, caller.groups, self._asker.answerer.name)
+        key = AnswerCache.key(question, caller.groups, self._asker.answerer.name, mode)
         if use_cache and (cached := self._cache.get(key, self._reads.run(_index_version))):
-            result = msgspec.structs.replace(cached, query_id=query_id)
-            self._log(caller, question, result, None, cached=True)
+            result = msgspec.structs.replace(cached, query_id=str(uuid.uuid4()))
+            self._log(caller, question, mode, result, None, cached=True)
             return result
-        version, prepared = self._retrieve(caller, question)
-        # The answerer (an LLM call of seconds) holds no connection: the pool serves searches.
-        result = self._asker.answer(prepared, query_id)
-        self._log(caller, question, result, prepared.search, cached=False)
-        self._cache.put(key, version, result)
+        versions: list[int] = []
+        *_, result = self._answer(caller, question, mode, versions, streamed=False)
+        assert isinstance(result, AskResult)
+        # The oldest index version a part was read at: a change after it retires the answer.
+        self._cache.put(key, min(versions), result)
         return result
 
-    def ask_events(self, caller: Caller, question: str, *,
+    def ask_events(self, caller: Caller, question: str, *, mode: AskMode = "auto",
                    use_cache: Literal[False] = False) -> Iterator[AnswerEvent]:
-        """The answer as it is written: the passages offered, the text's deltas (each with the
-        citation numbers it uses first), then the answer, verified and logged once the
-        iterator is exhausted. Always answered afresh (`use_cache` can only be False): a cached
-        answer has no passages offered or deltas to show."""
+        """The answer as it is worked out and written: its stages, the passages offered, the
+        text's deltas (each with the citation numbers it uses first), then the answer,
+        verified and logged once the iterator is exhausted. Always answered afresh
+        (`use_cache` can only be False): a cached answer has no stages or deltas to show.
+        Closing the iterator early stops the work (a part not yet searched is not)."""
         del use_cache  # stated at the call, so no door assumes a cached stream
-        _, prepared = self._retrieve(caller, question)
-        yield _offered(prepared)
-        query_id = str(uuid.uuid4())
-        stream = self._asker.stream(prepared)
-        yield from stream
-        result = self._asker.finish(prepared, stream.result(), query_id)
-        self._log(caller, question, result, prepared.search, cached=False)
-        yield result
+        return self._answer(caller, question, mode, [], streamed=True)
 
-    def assess(self, caller: Caller, question: str, *, answer: bool = True) -> Assessment:
+    def assess(self, caller: Caller, question: str, *, mode: AskMode = "auto",
+               answer: bool = True) -> Assessment:
         """What the engine retrieves and decides for `question`, with the answer when asked:
-        for evaluation and fitting, so neither cached nor logged."""
+        for evaluation and fitting, so neither cached nor logged. Retrieval and the decision
+        are the whole question's; the answer is given in `mode`."""
         _, prepared = self._retrieve(caller, question)
+        if not answer:
+            given = None
+        elif mode == "flash":
+            given = self._asker.answer(prepared, "assessment")
+        else:
+            *_, given = self._answer(caller, question, mode, [], streamed=False, log=False)
+            assert isinstance(given, AskResult)
         return Assessment(
             search=prepared.search, features=prepared.features,
             answerability=prepared.answerability, refused_by_rule=prepared.refused_by_rule,
-            answer=self._asker.answer(prepared, "assessment") if answer else None)
+            answer=given)
+
+    def _answer(self, caller: Caller, question: str, mode: AskMode, versions: list[int], *,
+                streamed: bool, log: bool = True) -> Iterator[AnswerEvent]:
+        """The events of one answer (`ask_events`), the index version of each read appended
+        to `versions`; unless `streamed`, an LLM writes the answer whole (no deltas)."""
+        query_id = str(uuid.uuid4())
+        split = self._split(question, mode)
+        warnings = ([f"the question asks {split.over_limit} things, more than "
+                     f"KB_DEEP_MAX_PARTS={self._deep.max_parts}: answered as one question"]
+                    if split.over_limit else [])
+        if split.multi:
+            # A tentative split is searched before it is shown: its outcome decides it.
+            if split.tentative:
+                stages, retrieved = _collected(self._search_parts(caller, split, versions))
+            else:
+                yield _plan(split)
+                stages, retrieved = [], (yield from self._search_parts(caller, split, versions))
+            if not split.tentative or mode == "deep" or confirmed(retrieved):
+                if stages:
+                    yield _plan(split)
+                    yield from stages
+                yield Stage("answer")
+                result = yield from self._parts_answer(question, split, retrieved, query_id,
+                                                       streamed)
+                if log:
+                    self._log(caller, question, mode, result, _parts_hits(retrieved),
+                              cached=False)
+                yield result
+                return
+        yield Stage("plan", parts=[])
+        version, prepared = self._retrieve(caller, question)
+        versions.append(version)
+        yield Stage("answer")
+        if streamed:
+            yield _offered(prepared)
+            stream = self._asker.stream(prepared)
+            yield from stream
+            result = self._asker.finish(prepared, stream.result(), query_id)
+        else:
+            result = self._asker.answer(prepared, query_id)
+        result.warnings.extend(warnings)
+        if log:
+            self._log(caller, question, mode, result, prepared.search, cached=False)
+        yield result
+
+    def _split(self, question: str, mode: AskMode) -> QuestionSplit:
+        if mode == "flash":
+            return QuestionSplit([QuestionPart(question, question)], "single")
+        return split_question(question, self._deep.max_parts)
+
+    def _search_parts(self, caller: Caller, split: QuestionSplit,
+                      versions: list[int]
+                      ) -> Generator[Stage, None, list[PreparedAnswer | None]]:
+        """Each part's retrieval, a stage as each ends, until the time budget is spent;
+        returns them by part (None for a part not reached in time)."""
+        started = time.perf_counter()
+        retrieved: list[PreparedAnswer | None] = []
+        for index, part in enumerate(split.parts):
+            if time.perf_counter() - started > self._deep.timeout_s:
+                retrieved.append(None)  # named in the answer as not reached in time
+                continue
+            version, prepared = self._retrieve(caller, part.question)
+            versions.append(version)
+            retrieved.append(prepared)
+            yield Stage("part", index=index, found=prepared.evidence_found,
+                        hits=len(prepared.search.hits))
+        return retrieved
+
+    def _parts_answer(self, question: str, split: QuestionSplit,
+                      retrieved: list[PreparedAnswer | None], query_id: str,
+                      streamed: bool) -> Generator[AnswerEvent, None, AskResult]:
+        """The deltas of an answer given part by part; returns the answer."""
+        started = min((p.started for p in retrieved if p is not None), default=time.perf_counter())
+        answerer = self._asker.answerer
+        parts = combine(question, split, retrieved, started, passages_per_part(answerer))
+        yield _offered(parts.prepared)
+        stream = answer_parts(answerer, parts, streamed=streamed)
+        yield from NumberedStream(stream, parts.prepared.offered)
+        answer = stream.result()
+        result = self._asker.finish(parts.prepared, answer, query_id)
+        _, numbers = renumber(answer.text, parts.prepared.offered)
+        return msgspec.structs.replace(result, parts=part_citations(parts, stream, numbers),
+                                       comparison=stream.comparison)
 
     def _retrieve(self, caller: Caller, question: str) -> tuple[int, PreparedAnswer]:
         """The index version and the passages, read in one transaction on one server. The
@@ -189,12 +316,14 @@ class KnowledgeBase:
 
         return self._reads.run_paired(read)
 
-    def _log(self, caller: Caller, question: str, result: AskResult,
+    def _log(self, caller: Caller, question: str, mode: AskMode, result: AskResult,
              hits: SearchResult | None, cached: bool) -> None:
         # A cached answer retrieved nothing this time: its log entry records what it cites.
         retrieved = ([{"chunk_id": h.chunk_id, "path": h.path, "score": h.score}
                       for h in hits.hits] if hits
                      else [{"chunk_id": c.chunk_id, "path": c.path} for c in result.citations])
+        parts = ([{"question": p.question, "found": p.found, "searched": p.searched}
+                  for p in result.parts] if result.parts else None)
         with self._pool.connection() as conn:
             conn.execute(query("log_query"), {
                 "id": result.query_id, "caller_kind": caller.kind,
@@ -202,7 +331,8 @@ class KnowledgeBase:
                 "question": question, "answer": result.answer,
                 "found": result.found, "verified": result.verified,
                 "answerer": result.answerer, "hits": msgspec.json.encode(retrieved).decode(),
-                "latency_ms": result.took_ms, "cached": cached,
+                "latency_ms": result.took_ms, "cached": cached, "mode": mode,
+                "parts": None if parts is None else msgspec.json.encode(parts).decode(),
             })
 
     def document_groups(self, source_uris: list[str]) -> dict[str, list[str]]:
@@ -370,7 +500,7 @@ def open_knowledge_base(settings: Settings, *, connections: int = 2,
     for replica in replicas:
         replica.pool.open(wait=False)
     return KnowledgeBase(pool, ReadRouter(pool, replicas), asker,
-                         [r.pool for r in replicas], settings.database_url)
+                         [r.pool for r in replicas], settings.database_url, settings.deep)
 
 
 def public(result: AskResult | SearchResult) -> AskResult | SearchResult:
@@ -399,6 +529,27 @@ def _offered(prepared: PreparedAnswer) -> OfferedPassages:
                        chunk_id=p.chunk_id, document_id=hits[p.chunk_id].document_id,
                        learned_fact=hits[p.chunk_id].learned_fact)
         for p in prepared.passages])
+
+
+def _collected(events: Generator[Stage, None, list[PreparedAnswer | None]]
+               ) -> tuple[list[Stage], list[PreparedAnswer | None]]:
+    """What a generator yields, and what it returns."""
+    yielded = []
+    while True:
+        try:
+            yielded.append(next(events))
+        except StopIteration as stop:
+            return yielded, stop.value
+
+
+def _plan(split: QuestionSplit) -> Stage:
+    return Stage("plan", parts=[StagePart(p.question, p.label) for p in split.parts])
+
+
+def _parts_hits(retrieved: list[PreparedAnswer | None]) -> SearchResult:
+    """Every part's passages, for the query log."""
+    hits = [h for p in retrieved if p is not None for h in p.search.hits]
+    return SearchResult(query="", took_ms=0.0, hits=hits)
 
 
 def _groups(caller: Caller | None) -> list[str] | None:

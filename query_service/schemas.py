@@ -76,6 +76,9 @@ class SearchRequest(RequestBody):
 class AskRequest(RequestBody):
     question: Text
     stream: bool = False
+    # auto: part by part when the question asks several things; flash: whole; deep: part by
+    # part whenever it has parts (kb_search AskMode)
+    mode: Literal["auto", "flash", "deep"] = "auto"
 
 
 class FeedbackRequest(RequestBody):

@@ -47,10 +47,10 @@ from kb_search.answerers.sentences import (
     FEATURES,
     MODEL_FILE,
     SentenceModel,
-    asked_parts,
     candidate_sentences,
 )
 from kb_search.asking import Asker
+from kb_search.question_parts import split_question
 
 MEDIAN_CHARS = 100  # issue 14: the answer body's median length on the JaQuAD set
 P90_CHARS = 250
@@ -75,7 +75,7 @@ class Question:
     features: np.ndarray  # sentences x FEATURES
     holds: np.ndarray  # bool: the sentence holds the gold answer
     lengths: np.ndarray
-    parts: int  # what the question asks, in parts (asked_parts)
+    parts: int  # what the question asks, in parts (QuestionSplit.asked)
     question_type: str
     fold: int
 
@@ -113,7 +113,7 @@ def described(asked: list[Asked]) -> list[Question]:
             np.array(rows, dtype=float).reshape(len(rows), len(FEATURES)),
             np.array([holds_answer(c.text, a.answer) for c in candidates], dtype=bool),
             np.array([len(c.text) for c in candidates], dtype=float),
-            asked_parts(a.question),
+            split_question(a.question).asked,
             a.question_type or "all", int(fold)))
     return questions
 

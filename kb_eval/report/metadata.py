@@ -1,16 +1,22 @@
 """The report as the Dagster UI shows it: Markdown tables, the misses, and every metric as one
-flat number (Dagster plots them over materializations)."""
+flat number (Dagster plots them over materializations). The multi-part figures are reported
+beside the others and gate nothing (kb_pipeline/defs/evaluation/checks.py reads none)."""
 
 from __future__ import annotations
 
 import html
 
+import msgspec
+
 from kb_eval.report.tables import (
     COLUMNS,
+    FORM_COLUMNS,
     TYPE_COLUMNS,
     answer_measures,
     answer_rows,
+    form_rows,
     mode_rows,
+    parts_rows,
     short_source,
     type_rows,
 )
@@ -22,7 +28,8 @@ MISSES_SHOWN = 30  # per mode and for answers; the rest is counted
 
 
 def metric_values(report: EvalReport) -> dict[str, float]:
-    """Every metric as one flat number, named "<mode> <column>" or "answers <measure>"."""
+    """Every metric as one flat number, named "<mode> <column>", "answers <measure>" or
+    "parts <figure>"."""
     values = {f"{mode} {column}": value
               for mode, row in mode_rows(report.modes)
               for column, value in zip(COLUMNS, row, strict=True)}
@@ -34,6 +41,10 @@ def metric_values(report: EvalReport) -> dict[str, float]:
         faithfulness = answers.faithfulness()
         if faithfulness is not None:
             values["answers judged_faithfulness (model-judged)"] = float(faithfulness)
+    if report.parts is not None:
+        values |= {f"parts {name}": float(value)
+                   for name, value in msgspec.structs.asdict(report.parts).items()
+                   if isinstance(value, int | float)}
     return values
 
 
@@ -49,6 +60,13 @@ def metrics_markdown(report: EvalReport) -> str:
     if report.answers is not None:
         lines += ["", _md_row(["measure", "value"]), _md_row(["---", "---"])]
         lines += [_md_row([label, value]) for label, value in answer_rows(report.answers)]
+    if report.parts is not None:
+        lines += ["", _md_row(["multi-part measure (not a gate)", "value"]),
+                  _md_row(["---", "---"])]
+        lines += [_md_row([label, value]) for label, value in parts_rows(report.parts)]
+        if rows := form_rows(report.parts):
+            lines += ["", _md_row(list(FORM_COLUMNS)), _md_row(["---"] * len(FORM_COLUMNS))]
+            lines += [_md_row(row) for row in rows]
     return "\n".join(lines)
 
 
@@ -68,6 +86,12 @@ def misses_markdown(report: EvalReport) -> str:
         lines += [f"- {_md(w.question)} ({'; '.join(w.reasons)}) → {_md(w.answer)}"
                   for w in wrong[:MISSES_SHOWN]]
         lines += _more(len(wrong))
+    if report.parts is not None:
+        wrong_parts = report.parts.wrong
+        lines += ["", f"### multi-part answers: {len(wrong_parts)} wrong", ""]
+        lines += [f"- {_md(w.question)} ({_md('; '.join(w.reasons))}) → {_md(w.answer)}"
+                  for w in wrong_parts[:MISSES_SHOWN]]
+        lines += _more(len(wrong_parts))
     return "\n".join(lines).strip() or "no misses"
 
 

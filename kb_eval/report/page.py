@@ -9,10 +9,14 @@ from collections.abc import Iterable
 from kb_eval.report.plots import recall_svg, refusal_svg
 from kb_eval.report.tables import (
     COLUMNS,
+    FORM_COLUMNS,
     TYPE_COLUMNS,
     answer_rows,
+    form_rows,
     mode_rows,
+    parts_rows,
     short_source,
+    single_answers,
     type_rows,
 )
 from kb_eval.run import EvalReport
@@ -52,11 +56,17 @@ def render_html(report: EvalReport, *, title: str = "検索評価レポート",
     if rows := type_rows(report):
         body += ["<h2>By question type</h2>",
                  _html_table(list(TYPE_COLUMNS), rows, "type-metrics")]
-    if report.answers is not None:
+    answers = single_answers(report)
+    if answers is not None:
         body += ["<h2>Answers</h2>",
-                 _html_table(["measure", "value"],
-                             [list(row) for row in answer_rows(report.answers)],
+                 _html_table(["measure", "value"], [list(row) for row in answer_rows(answers)],
                              "answer-metrics")]
+    if report.parts is not None:
+        body += ["<h2>Multi-part questions</h2>",
+                 _html_table(["measure", "value"],
+                             [list(row) for row in parts_rows(report.parts)], "parts-metrics")]
+        if rows := form_rows(report.parts):
+            body.append(_html_table(list(FORM_COLUMNS), rows, "parts-by-form"))
     if report.refusal_curve:
         body += ['<h2>"Not found" against answerable questions refused</h2>',
                  f"<figure>{refusal_svg(report.refusal_curve)}</figure>",
@@ -72,12 +82,16 @@ def render_html(report: EvalReport, *, title: str = "検索評価レポート",
             f"{esc(m.question)} → expected <code>{esc(m.expected_source)}</code>; top: "
             + ", ".join(f"<code>{esc(short_source(t))}</code>" for t in m.top)
             for m in result.misses))
-    if report.answers is not None:
-        wrong = report.answers.wrong
-        body.append(f"<h3>answers: {len(wrong)} wrong</h3>")
+    if answers is not None:
+        body.append(f"<h3>answers: {len(answers.wrong)} wrong</h3>")
         body.append(_html_list(
             f"{esc(w.question)} ({esc('; '.join(w.reasons))}) → {esc(w.answer)}"
-            for w in wrong))
+            for w in answers.wrong))
+    if report.parts is not None:
+        body.append(f"<h3>multi-part answers: {len(report.parts.wrong)} wrong</h3>")
+        body.append(_html_list(
+            f"{esc(w.question)} ({esc('; '.join(w.reasons))}) → {esc(w.answer)}"
+            for w in report.parts.wrong))
     return (f'<!DOCTYPE html>\n<html lang="ja"><head><meta charset="utf-8">'
             f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")

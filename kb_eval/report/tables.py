@@ -1,5 +1,5 @@
 """The rows every form of the report shows: the retrieval table (a row per mode), the table by
-question type, and the answer measures with their labels."""
+question type, the answer measures with their labels, and the multi-part figures."""
 
 from __future__ import annotations
 
@@ -8,22 +8,29 @@ from collections.abc import Mapping
 from msgspec import UnsetType
 
 from kb_eval.answers import AnswerMetrics
+from kb_eval.parts import PartsMetrics
 from kb_eval.retrieval import ModeMetrics
 from kb_eval.run import EvalReport
 from kb_search import MODES
 
 __all__ = [
     "COLUMNS",
+    "FORM_COLUMNS",
     "TYPE_COLUMNS",
     "answer_measures",
     "answer_rows",
+    "form_rows",
     "mode_rows",
+    "parts_rows",
     "short_source",
+    "single_answers",
     "type_rows",
 ]
 
 COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
 TYPE_COLUMNS = ("mode", "question type", "n", "R@1", "R@5", "MRR@10")
+FORM_COLUMNS = ("form", "n", "answered part by part", "every document cited",
+                "every gold text held", "held, parts asked alone")
 
 
 def mode_rows(results: Mapping[str, ModeMetrics]) -> list[tuple[str, list[float]]]:
@@ -95,6 +102,50 @@ def answer_rows(answers: AnswerMetrics) -> list[tuple[str, str]]:
     rows.append(("questions: answerable / unanswerable / answered",
                  f"{answers.answerable} / {answers.unanswerable} / {answers.found}"))
     return rows
+
+
+def single_answers(report: EvalReport) -> AnswerMetrics | None:
+    """The answers report, where the set has single questions for it to count."""
+    answers = report.answers
+    return answers if answers is not None and answers.answerable + answers.unanswerable else None
+
+
+def parts_rows(parts: PartsMetrics) -> list[tuple[str, str]]:
+    """(measure, value) rows of the multi-part figures, rates as percentages."""
+    return [
+        ("questions (parts)", f"{parts.n} ({parts.parts})"),
+        ("answered part by part", f"{parts.answered_in_parts_rate:.1%}"),
+        ("questions whose answer cites every answerable part's document",
+         f"{parts.all_cited_rate:.1%}"),
+        ("answerable parts whose document is cited", f"{parts.part_cited_rate:.1%}"),
+        ("questions whose answer holds every answerable part's gold text",
+         f"{parts.all_held_rate:.1%} of {parts.gold}"),
+        ("the same, each part asked alone (flash)", f"{parts.separate_all_held_rate:.1%}"),
+        ("held together against asked alone", f"{parts.held_ratio:.2f}"),
+        ("parts no readable document answers, answered anyway",
+         f"{parts.unanswerable_answered} of {parts.unanswerable_parts}"),
+        ("comparisons stated: right / wrong",
+         f"{parts.comparisons_stated}: {parts.comparisons_right} / {parts.comparisons_wrong}"),
+        ("answered part's text, median / 90th percentile (characters)",
+         f"{parts.part_chars_median:.0f} / {parts.part_chars_p90:.0f}"),
+        ("a part's answer asked alone, median / 90th percentile (characters)",
+         f"{parts.separate_chars_median:.0f} / {parts.separate_chars_p90:.0f}"),
+        ("latency, median / 95th percentile (ms)",
+         f"{parts.latency_ms_median:.0f} / {parts.latency_ms_p95:.0f}"),
+        ("latency of a part asked alone, median / 95th percentile (ms)",
+         f"{parts.separate_latency_ms_median:.0f} / {parts.separate_latency_ms_p95:.0f}"),
+        ("single questions answered part by part",
+         f"{parts.single_in_parts_rate:.1%} of {parts.single_questions}"),
+    ]
+
+
+def form_rows(parts: PartsMetrics) -> list[list[str]]:
+    """A row per form of joining the parts, where the set gives forms (FORM_COLUMNS)."""
+    if isinstance(parts.by_form, UnsetType):
+        return []
+    return [[form, str(m.n), f"{m.answered_in_parts_rate:.1%}", f"{m.all_cited_rate:.1%}",
+             f"{m.all_held_rate:.1%}", f"{m.separate_all_held_rate:.1%}"]
+            for form, m in parts.by_form.items()]
 
 
 def short_source(source_uri: str) -> str:

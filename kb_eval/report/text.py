@@ -1,5 +1,5 @@
 """The report as plain text, as `kb eval` prints it: the table of modes, each mode's misses,
-then the answers."""
+then the answers and the multi-part figures."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ from pathlib import Path
 
 from msgspec import UnsetType
 
-from kb_eval.report.tables import COLUMNS, TYPE_COLUMNS, mode_rows, type_rows
+from kb_eval.parts import PartsMetrics
+from kb_eval.report.tables import (
+    COLUMNS,
+    FORM_COLUMNS,
+    TYPE_COLUMNS,
+    form_rows,
+    mode_rows,
+    parts_rows,
+    single_answers,
+    type_rows,
+)
 from kb_eval.retrieval import ModeMetrics
 from kb_eval.run import EvalReport
 
@@ -32,7 +42,8 @@ def compare_modes(results: Mapping[str, ModeMetrics]) -> str:
 
 
 def text_report(report: EvalReport) -> str:
-    """The report as plain text: the mode table, each mode's misses, then the answers."""
+    """The report as plain text: the mode table, each mode's misses, then the answers and the
+    multi-part figures."""
     lines = [compare_modes(report.modes)] if report.modes else []
     if rows := type_rows(report):
         lines += ["", "by question type:"]
@@ -42,7 +53,7 @@ def text_report(report: EvalReport) -> str:
         lines += [f"  {miss.question}  → expected {miss.expected_source}, "
                   f"got {', '.join(Path(t).name for t in miss.top)}"
                   for miss in metrics.misses]
-    answers = report.answers
+    answers = single_answers(report)
     if answers is not None:
         lines += [
             f"\nanswerable questions answered citing the expected document: "
@@ -70,4 +81,17 @@ def text_report(report: EvalReport) -> str:
                          f"{faithfulness:.1%} over {answers.judged} answers")
         lines += [f"  {wrong.question} ({'; '.join(wrong.reasons)}) "
                   f"→ {wrong.answer[:60]!r}" for wrong in answers.wrong]
+    if report.parts is not None:
+        lines += _parts_lines(report.parts)
     return "\n".join(lines)
+
+
+def _parts_lines(parts: PartsMetrics) -> list[str]:
+    lines = ["\nmulti-part questions:"]
+    lines += [f"  {label}: {value}" for label, value in parts_rows(parts)]
+    if rows := form_rows(parts):
+        lines += ["  by form:"]
+        lines += ["    " + "  ".join(row) for row in [list(FORM_COLUMNS), *rows]]
+    lines += [f"  {wrong.question} ({'; '.join(wrong.reasons)}) → {wrong.answer[:60]!r}"
+              for wrong in parts.wrong]
+    return lines

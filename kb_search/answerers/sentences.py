@@ -45,8 +45,9 @@ import msgspec
 
 from kb_core.keywords import SCRIPT_RUN
 from kb_search.answerers.contract import Passage
+from kb_search.question_parts import split_question
 
-__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "Span", "asked_parts",
+__all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "Span",
            "candidate_sentences", "choose_sentences", "default_model", "passage_sentences",
            "wording"]
 
@@ -63,12 +64,11 @@ _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
 _HIRAGANA = re.compile(r"[ぁ-ゟ]+")
 # A question word that asks (何も, 誰か, どこか and 幾何 do not; 何か国 does), and how many
-# characters either side of it say what it asks about.
+# characters either side of it say what it asks about: the words the sentence model was fitted
+# with (kb_search/question_parts.py also counts どちら・どれ, which ask for a choice).
 _ASKS = re.compile(r"(?:(?<!幾)何|誰|だれ|どこ)(?!も|か(?![国月所]))|いつ|どの|どう|どんな|なぜ"
                    r"|いくら|いくつ")
 _ASKED_CONTEXT = 6
-_CLAUSE = re.compile(r"[、,]|また|および|それと")
-_QUOTED = re.compile(r"「[^」]*」")  # words quoted in a question ask nothing
 # What a question asks for, and what a sentence holding it looks like (NFKC text). The first
 # kind the question asks for is the one that counts.
 _KANJI_NUMBER = "[一二三四五六七八九十百千万億]"
@@ -124,7 +124,7 @@ class SentenceModel(msgspec.Struct, frozen=True):
     def pick(self, scores: Sequence[float], lengths: Sequence[int], parts: int = 1
              ) -> list[int]:
         """The sentences to quote, likeliest first, of those with these scores and lengths; at
-        least one for each of the question's `parts` (`asked_parts`) while they fit."""
+        least one for each of the question's `parts` (QuestionSplit.asked) while they fit."""
         if not scores:
             return []
         top = max(scores)
@@ -164,15 +164,7 @@ def choose_sentences(question: str, passages: list[Passage],
     candidates, rows = candidate_sentences(question, passages)
     return [candidates[i] for i in model.pick(model.scores(rows),
                                               [len(c.text) for c in candidates],
-                                              asked_parts(question))]
-
-
-def asked_parts(question: str) -> int:
-    """How many things the question asks: its clauses holding a question word (有給休暇は何日前
-    までに申請し、入社後いつ何日付与されますか asks two). The model scores each sentence against
-    the whole question, and its likeliest sentence may answer one part only."""
-    clauses = _CLAUSE.split(_QUOTED.sub("", _normalize(question)))
-    return max(1, sum(1 for clause in clauses if _ASKS.search(clause)))
+                                              split_question(question).asked)]
 
 
 def candidate_sentences(

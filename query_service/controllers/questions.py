@@ -19,10 +19,12 @@ from kb_core.callers import Caller
 from kb_search import (
     AnswerDelta,
     AnswerEvent,
+    AskMode,
     AskResult,
     KnowledgeBase,
     OfferedPassages,
     SearchResult,
+    Stage,
     public,
 )
 from query_service.dependencies import ExactBody, provide_caller
@@ -51,13 +53,17 @@ class AskOperation(Operation):
             # One event: its name and its data, a JSON text.
             ok.content["text/event-stream"] = OpenAPIMediaType(schema=Schema(
                 type=OpenAPIType.OBJECT, required=["event", "data"],
-                description="`citations` (the passages offered, by their own `passage` "
+                description="`stage` events while it works (`{\"stage\": \"plan\", "
+                            "\"parts\": [{\"question\", \"label\"}]}` (none for a question "
+                            "answered whole), `{\"stage\": \"part\", \"index\", \"found\", "
+                            "\"hits\"}` for each part searched, `{\"stage\": \"answer\"}`), "
+                            "`citations` (the passages offered, by their own `passage` "
                             "number), `delta` events with text and the [n] it cites first "
                             "(`cited`: n and passage), then `done` carrying the full answer "
                             "JSON",
                 properties={
                     "event": Schema(type=OpenAPIType.STRING,
-                                    enum=["citations", "delta", "done"]),
+                                    enum=["stage", "citations", "delta", "done"]),
                     "data": Schema(type=OpenAPIType.STRING, content_media_type="application/json"),
                 }))
 
@@ -87,8 +93,9 @@ class QuestionsController(Controller):
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
         question = _within_limit(data.question, "question", state)
         if data.stream:
-            return ServerSentEvent(_answer_events(kb, caller, question))
-        return Response(public(await anyio.to_thread.run_sync(kb.ask, caller, question)))
+            return ServerSentEvent(_answer_events(kb, caller, question, data.mode))
+        return Response(public(await anyio.to_thread.run_sync(
+            lambda: kb.ask(caller, question, mode=data.mode))))
 
     @post("/feedback", operation_id="feedback", status_code=200, responses=ERROR_RESPONSES)
     async def feedback(self, data: Annotated[FeedbackRequest, CLOSED], caller: Caller,
@@ -114,17 +121,24 @@ def _within_limit(text: str, field: str, state: State) -> str:
     return text
 
 
-async def _answer_events(kb: KnowledgeBase, caller: Caller,
-                         question: str) -> AsyncIterator[ServerSentEventMessage]:
-    """The engine's answer events as Server-Sent Events, each taken in a worker thread."""
-    events = kb.ask_events(caller, question)
-    while (event := await anyio.to_thread.run_sync(next, events, None)) is not None:
-        yield _message(event)
+async def _answer_events(kb: KnowledgeBase, caller: Caller, question: str,
+                         mode: AskMode) -> AsyncIterator[ServerSentEventMessage]:
+    """The engine's answer events as Server-Sent Events, each taken in a worker thread. A
+    client that goes away stops the work: its parts not yet searched never are."""
+    events = kb.ask_events(caller, question, mode=mode)
+    try:
+        while (event := await anyio.to_thread.run_sync(next, events, None)) is not None:
+            yield _message(event)
+    finally:
+        events.close()
 
 
 def _message(event: AnswerEvent) -> ServerSentEventMessage:
-    """`citations` (the passages offered), `delta` (text, with the citation numbers it uses
-    first: the engine's AnswerDelta is the wire's), then `done` (the answer, authoritative)."""
+    """`stage` (the work's progress), `citations` (the passages offered), `delta` (text, with
+    the citation numbers it uses first: the engine's AnswerDelta is the wire's), then `done`
+    (the answer, authoritative)."""
+    if isinstance(event, Stage):
+        return ServerSentEventMessage(event="stage", data=_json(event))
     if isinstance(event, OfferedPassages):
         return ServerSentEventMessage(event="citations", data=_json(event))
     if isinstance(event, AnswerDelta):

@@ -58,6 +58,10 @@ class SearchArguments(msgspec.Struct, forbid_unknown_fields=True):
 
 class AskArguments(msgspec.Struct, forbid_unknown_fields=True):
     question: Annotated[Text, msgspec.Meta(description="質問 / the question")]
+    mode: Annotated[Literal["auto", "flash", "deep"], msgspec.Meta(
+        description="auto: 複数のことを尋ねる質問は部分ごとに答える / part by part when the "
+                    "question asks several things; flash: 一つの質問として / as one question; "
+                    "deep: 部分があれば常に部分ごとに / part by part whenever it has parts")] = "auto"
 
 
 class DocumentArguments(msgspec.Struct, forbid_unknown_fields=True):

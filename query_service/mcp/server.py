@@ -93,7 +93,8 @@ class _KnowledgeTools:
     async def ask(self, caller: Caller, args: results.AskArguments) -> results.Answer:
         # Logged by the face with the caller's kind and subject, as an answer over /v1 is.
         question = self._checked(args.question, "question")
-        return results.answer_of(await anyio.to_thread.run_sync(self.kb.ask, caller, question))
+        return results.answer_of(await anyio.to_thread.run_sync(
+            lambda: self.kb.ask(caller, question, mode=args.mode)))
 
     async def get_document(self, caller: Caller,
                            args: results.DocumentArguments) -> results.DocumentPassages:

@@ -2,6 +2,10 @@
 // question never travels in a URL, which would land in logs), and shows the answer with its
 // citations. Untrusted text (answers, passages, paths) only ever enters the page as text.
 //
+// A question that asks several things is answered part by part: `stage` events come first
+// (its plan, each part's search, then the writing), and the answer's text gives each part a
+// block under 【label】, shown as a small heading.
+//
 // Citation numbers are the answer's: [1], [2], ... in the order it first cites each passage.
 // The stream's `citations` event offers the passages under their own `passage` numbers; a
 // `delta` names in `cited` each [n] its text uses for the first time and the passage it stands
@@ -12,14 +16,15 @@
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const $ = (id) => document.getElementById(id);
 const GAP = "…"; // between parts of a quote that are apart in the passage
-// {queryId, offered: Map passage -> offered passage, cited: Map n -> citation shown}
+// {queryId, offered: Map passage -> offered passage, cited: Map n -> citation shown,
+//  parts: the plan's parts, when the question is answered in several}
 let current = null;
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props)) {
     if (key === "class") node.className = value;
-    else if (key.startsWith("data-")) node.setAttribute(key, value);
+    else if (key.startsWith("data-") || key.startsWith("aria-")) node.setAttribute(key, value);
     else node[key] = value;
   }
   for (const child of children) {
@@ -45,6 +50,8 @@ async function api(path, options = {}) {
 
 function status(text, isError = false) {
   const node = $("status");
+  // The line is live: the same words set again would be read out again.
+  if (node.textContent === text && node.classList.contains("error") === isError) return;
   node.textContent = text;
   node.classList.toggle("error", isError);
 }
@@ -74,22 +81,105 @@ async function* serverEvents(response) {
   }
 }
 
-// The answer's text with each [n] a link to its citation card.
-function renderAnswer(text) {
-  const target = $("answer");
-  target.replaceChildren();
+// A link to citation card n, once the card is there.
+function refLink(n) {
+  return current && current.cited.has(n)
+    ? el("a", { href: `#cite-${n}`, class: "ref", textContent: `[${n}]` })
+    : `[${n}]`;
+}
+
+// Text with each [n] a link to its citation card.
+function withRefs(text) {
+  const nodes = [];
   let last = 0;
   for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    target.append(text.slice(last, match.index));
-    const n = match[1];
-    if (current && current.cited.has(Number(n))) {
-      target.append(el("a", { href: `#cite-${n}`, class: "ref", textContent: `[${n}]` }));
-    } else {
-      target.append(match[0]);
-    }
+    nodes.push(text.slice(last, match.index), refLink(Number(match[1])));
     last = match.index + match[0].length;
   }
-  target.append(text.slice(last));
+  nodes.push(text.slice(last));
+  return nodes;
+}
+
+const PART_HEADING = /^【([^【】\n]+)】$/;
+
+// The answer's text, a paragraph for each block between blank lines: a block that opens with
+// a 【label】 line is a part's answer under a small heading, and a closing 「比較：」 stands
+// apart.
+function renderAnswer(text) {
+  const blocks = text.split(/\n{2,}/).filter((block) => block.trim()).map((block) => {
+    const [first, ...rest] = block.split("\n");
+    const heading = first.match(PART_HEADING);
+    if (!heading) {
+      return el("p", { class: block.startsWith("比較：") ? "comparison" : "" }, ...withRefs(block));
+    }
+    return el("div", { class: "answer-part" },
+      el("h3", { textContent: heading[1] }),
+      rest.length ? el("p", {}, ...withRefs(rest.join("\n"))) : null);
+  });
+  $("answer").replaceChildren(...blocks);
+}
+
+// How each part of a question asked in parts stands: the mark shown, and its words.
+const PART_OUTCOMES = {
+  searching: ["○", "検索中…"],
+  found: ["✓", "見つかりました"],
+  missing: ["—", "該当なし"],
+  unsearched: ["—", "時間内に調べきれず"],
+};
+
+// A part's line while the answer is worked out: 「育児休業 ✓ 見つかりました」. Only the
+// status line above it is live, so a screen reader hears the plan and the writing, not every
+// tick.
+function partLine(label, outcome) {
+  const [mark, words] = PART_OUTCOMES[outcome];
+  return el("li", { class: `part ${outcome}` },
+    el("span", { class: "label", textContent: label }), " ",
+    el("span", { class: "mark", "aria-hidden": "true", textContent: mark }), " ",
+    el("span", { class: "outcome", textContent: words }));
+}
+
+// The `plan` stage: the parts, each searching; none (a question answered whole) adds nothing
+// to 「検索しています…」.
+function showPlan(parts) {
+  if (parts.length < 2) return;
+  current.parts = parts;
+  status(`${parts.length}つに分けて調べています：${parts.map((p) => p.label).join(" / ")}`);
+  $("parts").classList.remove("done");
+  $("parts-lead").hidden = true;
+  $("parts-list").replaceChildren(...parts.map((p) => partLine(p.label, "searching")));
+  $("parts").hidden = false;
+}
+
+// A `part` stage: that part's search has finished.
+function showPartSearched({ index, found }) {
+  const line = $("parts-list").children[index];
+  if (current.parts && line) {
+    line.replaceWith(partLine(current.parts[index].label, found ? "found" : "missing"));
+  }
+}
+
+// Once answered, the parts in one line: 「育児休業 ✓ [1]」「介護休業 — 該当なし」, each [n] a
+// link to the card that answers that part.
+function summarizeParts(parts) {
+  if (parts.length < 2) {
+    $("parts").hidden = true;
+    return;
+  }
+  $("parts-lead").textContent = `${parts.length}つに分けて調べました：`;
+  $("parts-lead").hidden = false;
+  $("parts-list").replaceChildren(...parts.map((part) => {
+    const outcome = part.found ? "found" : part.searched ? "missing" : "unsearched";
+    const [mark, words] = PART_OUTCOMES[outcome];
+    const refs = part.citations.flatMap((n) => [" ", refLink(n)]);
+    return el("li", { class: `part ${outcome}` },
+      el("span", { class: "label", textContent: part.label }), " ",
+      el("span", { class: "mark", "aria-hidden": "true", textContent: mark }),
+      part.found ? el("span", { class: "visually-hidden", textContent: words })
+                 : el("span", { class: "outcome", textContent: ` ${words}` }),
+      ...refs);
+  }));
+  $("parts").classList.add("done");
+  $("parts").hidden = false;
 }
 
 function whereIn(passage) {
@@ -155,8 +245,10 @@ function addCitation({ n, passage }) {
 }
 
 async function ask(question) {
-  current = { queryId: null, offered: new Map(), cited: new Map() };
+  current = { queryId: null, offered: new Map(), cited: new Map(), parts: null };
   $("result").hidden = false;
+  $("parts").hidden = true;
+  $("parts-list").replaceChildren();
   $("not-found").hidden = true;
   $("warning").hidden = true;
   $("feedback").hidden = true;
@@ -169,6 +261,8 @@ async function ask(question) {
   $("correction").value = "";
   for (const vote of document.querySelectorAll(".vote")) vote.setAttribute("aria-pressed", "false");
   $("answer").replaceChildren();
+  // Read out once it is whole, not at every piece of streamed text.
+  $("answer").setAttribute("aria-busy", "true");
   $("citations").replaceChildren();
   $("sources-title").hidden = true;
   $("ask-button").disabled = true;
@@ -182,7 +276,11 @@ async function ask(question) {
       return;
     }
     for await (const { event, data } of serverEvents(response)) {
-      if (event === "citations") {
+      if (event === "stage") {
+        if (data.stage === "plan") showPlan(data.parts);
+        else if (data.stage === "part") showPartSearched(data);
+        else if (data.stage === "answer" && current.parts) status("回答を作成しています…");
+      } else if (event === "citations") {
         for (const p of data.passages) current.offered.set(p.passage, p);
         status(data.passages.length ? "回答を作成しています…" : "");
       } else if (event === "delta") {
@@ -197,6 +295,8 @@ async function ask(question) {
   } catch (error) {
     if (error.message !== "unauthorized") status("通信に失敗しました。もう一度お試しください。", true);
   } finally {
+    $("answer").setAttribute("aria-busy", "false");
+    if (!current.queryId) $("parts").hidden = true; // no answer: its parts' progress is moot
     $("ask-button").disabled = false;
     loadRecent();
   }
@@ -208,10 +308,12 @@ function finish(result) {
   if (!result.found) {
     $("answer").replaceChildren();
     renderCitations([]);
+    summarizeParts(result.parts || []);
     $("not-found").hidden = false;
   } else {
     renderCitations(result.citations); // before the text, whose [n] link to these cards
     renderAnswer(result.answer);
+    summarizeParts(result.parts || []);
     // What a correction concerns: the cited passages of documents, not other corrections.
     current.correctable = result.citations.filter((c) => !c.learned_fact)
       .map((c) => c.chunk_id);

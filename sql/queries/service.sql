@@ -1,8 +1,9 @@
 -- name: log_query
 INSERT INTO query_log (id, caller_kind, caller_subject, groups, question, answer, found,
-                       verified, answerer, hits, latency_ms, cached)
+                       verified, answerer, hits, latency_ms, cached, mode, parts)
 VALUES (%(id)s, %(caller_kind)s, %(caller_subject)s, %(groups)s, %(question)s, %(answer)s,
-        %(found)s, %(verified)s, %(answerer)s, %(hits)s::jsonb, %(latency_ms)s, %(cached)s);
+        %(found)s, %(verified)s, %(answerer)s, %(hits)s::jsonb, %(latency_ms)s, %(cached)s,
+        %(mode)s, %(parts)s::jsonb);
 
 -- name: add_feedback
 -- Only the caller who asked may comment on the answer it got.

@@ -61,7 +61,8 @@ def small_set(path: Path, impossible: int) -> Path:
 
 def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, instance,
                                                               monkeypatch):
-    monkeypatch.delenv("KB_EVAL_SETS", raising=False)  # the default: samples/eval.jsonl
+    # The default: samples/eval.jsonl, and the multi-part set beside it
+    monkeypatch.delenv("KB_EVAL_SETS", raising=False)
     result = materialize(sample_index_url, instance)
     assert result.success
     (materialization,) = result.asset_materializations_for_node("retrieval_evaluation")
@@ -73,7 +74,8 @@ def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, i
         for column in ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10"):
             assert 0.0 <= metadata[f"{mode} {column}"].value <= 1.0
     assert "data:image/svg+xml;base64," in table  # the Recall@k plot
-    assert metadata["questions"].value == 161
+    assert metadata["questions"].value == 161 + 33
+    assert "eval_multipart.jsonl" in metadata["question_sets"].value
     # The development set's figures (docs/evaluation.md); a regression in search shows here first.
     assert metadata["hybrid R@5"].value >= 0.95
     assert metadata["hybrid R@1"].value <= metadata["hybrid R@5"].value
@@ -84,6 +86,9 @@ def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, i
     assert [r.data["k"] for r in curve] == list(range(1, 11))
     assert curve[4].data["hybrid"] == metadata["hybrid R@5"].value
     assert "misses at k=5" in metadata["misses"].value
+    # The multi-part questions are reported apart, and no check reads them.
+    assert metadata["parts n"].value == 33 and metadata["parts single_questions"].value == 161
+    assert "multi-part measure (not a gate)" in table
 
     checks = checks_of(result)
     assert set(checks) == {RECALL_CHECK, *ANSWER_CHECKS}

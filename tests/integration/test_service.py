@@ -226,18 +226,22 @@ async def test_streamed_answer_sends_citations_deltas_then_done_with_verificatio
             elif line.startswith("data:") and events:
                 events[-1][1] = json.loads(line.split(":", 1)[1])
     names = [name for name, _ in events]
-    assert names[0] == "citations" and names[-1] == "done"
-    assert set(names[1:-1]) == {"delta"} and len(names) >= 3
+    # A question answered whole: its plan has no parts, then it is answered.
+    assert events[:2] == [["stage", {"stage": "plan", "parts": []}],
+                          ["stage", {"stage": "answer"}]]
+    assert names[2] == "citations" and names[-1] == "done"
+    assert set(names[3:-1]) == {"delta"} and len(names) >= 5
     done = events[-1][1]
     assert "verified" in done and done["found"] is True
     assert "".join(data["text"] for name, data in events if name == "delta") == done["answer"]
 
 
-async def streamed_events(client: AsyncTestClient, question: str,
-                          token: str) -> list[tuple[str, dict]]:
+async def streamed_events(client: AsyncTestClient, question: str, token: str,
+                          mode: str = "auto") -> list[tuple[str, dict]]:
     """The Server-Sent Events of one streamed answer: (event, data) in order."""
     events: list[list] = []
-    async with client.stream("POST", "/v1/ask", json={"question": question, "stream": True},
+    async with client.stream("POST", "/v1/ask",
+                             json={"question": question, "stream": True, "mode": mode},
                              headers=bearer(token)) as response:
         assert response.status_code == 200
         async for line in response.aiter_lines():
@@ -291,7 +295,7 @@ async def test_citations_are_numbered_as_the_answer_first_cites_them_whole_and_s
     assert whole["answer"] == expected
     assert [(c["n"], c["passage"]) for c in whole["citations"]] == [(1, 3), (2, 1)]
 
-    name, first = events[0]
+    name, first = next(e for e in events if e[0] != "stage")
     assert name == "citations"  # the passages offered, under their own numbers
     offered = {p["passage"]: p for p in first["passages"]}
     assert sorted(offered) == list(range(1, len(offered) + 1)) and len(offered) >= 3

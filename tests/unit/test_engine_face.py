@@ -16,21 +16,23 @@ PUBLIC_NAMES = {
     # the face and how it is opened
     "KnowledgeBase", "open_knowledge_base",
     # what its results are made of
-    "AnswerDelta", "AnswerEvent", "AskResult", "Assessment", "Citation", "CitationNumber",
+    "AnswerDelta", "AnswerEvent", "AnswerPart", "AskResult", "Assessment", "Citation",
+    "CitationNumber", "Comparison", "Stage", "StagePart",
     "CorrectedPassage", "CorrectionForReview", "DocumentPassage", "DocumentView",
     "OfferedPassage", "OfferedPassages", "Original", "Ranks", "SearchHit", "SearchResult",
     # what it refuses with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
-    "MAX_PASSAGES", "MODES", "Mode", "NOT_FOUND", "public", "quoted_passage",
+    "ASK_MODES", "AskMode", "MAX_PASSAGES", "MODES", "Mode", "NOT_FOUND", "public",
+    "quoted_passage",
 }
 
 # method: its parameters after self
 METHODS = {
     "search": ["caller", "question", "k", "mode"],
-    "ask": ["caller", "question", "use_cache"],
-    "ask_events": ["caller", "question", "use_cache"],
-    "assess": ["caller", "question", "answer"],
+    "ask": ["caller", "question", "mode", "use_cache"],
+    "ask_events": ["caller", "question", "mode", "use_cache"],
+    "assess": ["caller", "question", "mode", "answer"],
     "feedback": ["caller", "query_id", "helpful", "comment"],
     "recent_questions": ["caller", "limit"],
     "purge_query_log": ["days"],

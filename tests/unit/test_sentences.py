@@ -5,13 +5,11 @@ the product chooses."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from kb_eval.fit import sentences as fitter
 from kb_search.answerers import Passage
 from kb_search.answerers.sentences import (
     FEATURES,
-    asked_parts,
     candidate_sentences,
     choose_sentences,
     default_model,
@@ -72,14 +70,3 @@ def test_a_question_without_a_question_word_gives_no_asked_context():
     assert rows and all(row[FEATURES.index("asked_context")] == 0 for row in rows)
 
 
-@pytest.mark.parametrize(("question", "parts"), [
-    ("年休は入社してからいつもらえて、最初は何日ですか", 2),
-    ("新入社員の工場実習はどこで、いつからいつまで行われますか", 2),
-    ("ZP-2041の保証期間は？", 1),
-    ("1865年、ベル一家は何をしましたか", 1),  # one clause asks
-    ("何もしなかったにもかかわらず、国力が上がったのはどの国か", 1),
-    ("幾何学文様期は、何と呼ばれる時代に含まれるか", 1),
-    ("「誰がソプラノで、誰がアルトか」と書いた学者は誰ですか", 1),
-])
-def test_a_question_asks_as_many_things_as_its_clauses_holding_a_question_word(question, parts):
-    assert asked_parts(question) == parts

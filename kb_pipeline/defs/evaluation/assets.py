@@ -23,7 +23,7 @@ from kb_pipeline.defs.resources import (
     RerankerResource,
     evaluation_settings,
 )
-from kb_pipeline.index_evaluation import evaluate_index
+from kb_pipeline.index_evaluation import evaluate_index, question_sets
 
 __all__ = ["retrieval_evaluation"]
 
@@ -42,7 +42,8 @@ def retrieval_evaluation(
     """How well employees find and get answers today: the question sets (KB_EVAL_SETS) replayed
     against the live index with the real search and answerer. Recall@1/5/10, MRR@10 and
     nDCG@10 per search mode; cited-expected, "not found" precision and recall, and
-    numbers-match rates of the answers. Its numbers are plotted over materializations."""
+    numbers-match rates of the answers; how multi-part questions are answered part by part
+    (reported, never checked). Its numbers are plotted over materializations."""
     engine = evaluation_settings(embedder, answerer, reranker)
     settings = engine.evaluation
     started = time.perf_counter()
@@ -68,7 +69,7 @@ def retrieval_evaluation(
             ]),
         ),
         "questions": report.questions,
-        "question_sets": ", ".join(str(p) for p in settings.sets),
+        "question_sets": ", ".join(str(p) for p in question_sets(settings)),
         "evaluated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "elapsed_s": elapsed,
         **metric_values(report),
