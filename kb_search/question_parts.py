@@ -43,9 +43,10 @@ _JOINS = re.compile(r"(?P<mark>\?)\s*(?:また|それと|あと|そして)?[、,
 # character: two questions written with no connector (…何年のことなの出生時の…).
 _ENDS = re.compile(r"(?:(?<=は、)(?:何|誰|どこ|いつ)か(?![国月所])"
                    r"|(?:何|誰|どこ|いつ|どれ)(?:なの|ですか)|ことなの|のことか|ですか|ますか"
-                   r"|でしたか|ましたか|でしょうか|だったか|だったの|したか|したの|れたか|れたの"
-                   r"|ていたの|ているの|ていたか|ているか|であるか|であるの|あったか)"
-                   r"(?=[0-9A-Za-z一-龥々〆ヵヶァ-ヴー「])")
+                   r"|ませんか|でしたか|ましたか|でしょうか|だったか|だったの|したか|したの"
+                   r"|れたか|れたの|ったか|ったの|いたの|きたの|んだの|ていたの|ているの|ていたか"
+                   r"|ているか|であるか|であるの|あったか|(?:誰|何|どこ|いつ|の)かな|(?<=[一-龥])なの)"
+                   r"(?=[0-9A-Za-z一-龥々〆ヵヶァ-ヴー「『])")
 # How near its end the question word of a clause that asks before 「、」 stands (どこで、
 # 何日前までに申請し、): further back, it asks about something the clause goes on to qualify.
 _ASKED_NEAR_END = 8
@@ -55,7 +56,9 @@ _ASKED_NEAR_END = 8
 _MAYBE_JOIN = re.compile(
     r"(?P<left>(?<=は)(?:何|誰|どこ|いつ)(?![年月日時分人名回歳度色番号個本台種枚位割倍階部巻話作つ])"
     r"(?=[0-9A-Za-z一-龥々〆ヵヶァ-ヴー「『])"
-    r"|(?<!で)は(?=と?[、,])|(?:ですか|ますか|でしたか|ましたか|の|か)(?=[、,]))と?[、,]?")
+    r"|(?<!で)は(?=と?[、,])|(?:ですか|ますか|でしたか|ましたか|の|か)(?=[、,])"
+    # 〜何本あると、: a question, or a condition (誰が死ぬと、…) that names no topic after it
+    r"|(?<=[何誰])[^、,?]{0,8}(?=と[、,]))と?[、,]?")
 _SIDE = 6  # characters each side needs to be a question of its own
 _QUOTED_OPEN = re.compile(r"[「『][^」』]*$")  # a join inside quotes joins nothing
 # 〜か、それとも〜か: one question offering a choice.
@@ -195,21 +198,22 @@ def _questions(text: str) -> list[QuestionPart]:
                    for m in _JOINS.finditer(text) if m.end() < len(text)]
                   + [(m.end(), "none") for m in _ENDS.finditer(text)])
     cuts = [(cut, kind) for cut, kind in cuts if not any(a < cut < b for a, b in quoted)]
-    clauses: list[str] = []
-    start = 0
+    clauses: list[tuple[str, str]] = []  # a clause, and the kind of join before it
+    start, joined = 0, ""
     for cut, kind in cuts:
         left, right = text[start:cut], text[cut:]
         if _splits(left, right, kind):
-            clauses.append(left)
-            start = cut
-    clauses = [_trimmed(c) for c in [*clauses, text[start:]]]
-    if len(clauses) < 2 or not all(clauses):
+            clauses.append((left, joined))
+            start, joined = cut, kind
+    clauses = [(_trimmed(c), k) for c, k in [*clauses, (text[start:], joined)]]
+    if len(clauses) < 2 or not all(c for c, _ in clauses):
         return []
-    topic = _TOPIC.match(clauses[0])
+    topic = _TOPIC.match(clauses[0][0])
     parts = []
-    for i, clause in enumerate(clauses):
+    for clause, kind in clauses:
         asked = clause if clause.endswith("?") else f"{clause}?"
-        if i and topic and not _has_topic(clause):
+        # 〜と、 and no connector join whole questions, each with its own topic.
+        if kind not in ("", "and", "none") and topic and not _has_topic(clause):
             asked = f"{topic.group('topic')}について、{asked}"
         parts.append(QuestionPart(asked, _label(clause)))
     return parts
@@ -222,8 +226,8 @@ def _splits(left: str, right: str, kind: str) -> bool:
         return _asks(right)
     if kind in ("stop", "also"):
         return _asks(left) and _asks(right)
-    if kind == "and":  # 〜ですかと、〜: the first must read as a whole question
-        return _ends_as_question(left) and _asks(right)
+    if kind == "and":  # 〜ですかと、〜 (〜者かと、): the first must read as a whole question
+        return (_ends_as_question(left) or _trimmed(left).endswith("か")) and _asks(right)
     # 「、」: a question that ended (何年のことなの、), or two clauses each with a question word,
     # the first not ending in a topic or an argument (準州都をどこに置くかについての投票は、い
     # つ…; どの部品の、どんな問題). Without a question word, 〜なの、〜なの offers a choice.

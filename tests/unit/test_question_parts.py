@@ -55,6 +55,10 @@ def test_listed_items_asked_the_same_thing_become_one_part_each(question, parts,
      ["ベル一家が引っ越したのは、何年のことなの?", "出生時に最も多いヘモグロビンは何か?"]),
     ("ベル一家が引っ越したのは、何年のことなの出生時に最も多いヘモグロビンは何か?",
      ["ベル一家が引っ越したのは、何年のことなの?", "出生時に最も多いヘモグロビンは何か?"]),
+    ("キュロス2世は、どの王朝の者かと、ベルの妻の名前は何?",
+     ["キュロス2世は、どの王朝の者か?", "ベルの妻の名前は何?"]),
+    ("もっとあとで生まれたのは誰かな『条約改正論』はどこで出版されましたか?",
+     ["もっとあとで生まれたのは誰かな?", "『条約改正論』はどこで出版されましたか?"]),
 ])
 def test_several_questions_in_one_become_one_part_each(question, parts):
     split = split_question(question)
@@ -75,6 +79,7 @@ def test_several_questions_in_one_become_one_part_each(question, parts):
     "ベルチェが初めて生み出したものとは、鉄と何の合金であるの?",  # a question word as an item
     "「三雲みんなの図書館コミュカル」の名称が付いたのはいつですか?",  # inside quotes
     "来週、大阪で会食する予定ですが、事前に何か申請しておく必要はありますか",
+    "日立鉱山の近くにあるなだらかな山地は何?",  # かな inside a word
 ])
 def test_a_single_question_stays_whole(question):
     assert split_question(question).kind == "single"
