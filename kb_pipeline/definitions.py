@@ -17,11 +17,14 @@ from kb_pipeline.defs.learned_facts.jobs import LEARNED_FACTS_JOB
 from kb_pipeline.defs.learned_facts.sensors import learned_facts_sensor
 from kb_pipeline.defs.resources import resources_for
 from kb_pipeline.defs.run_logging import RUN_LOGGERS
+from kb_pipeline.defs.scans import assets as scans_assets
+from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
 from kb_pipeline.defs.watched_folders.sensors import docs_folder_sensor
 
 __all__ = ["defs", "make_definitions"]
 
-_ASSET_MODULES = [ingestion_assets, evaluation_assets, generations_assets, learned_facts_assets]
+_ASSET_MODULES = [ingestion_assets, scans_assets, evaluation_assets, generations_assets,
+                  learned_facts_assets]
 _CHECK_MODULES = [ingestion_checks]  # evaluation's and generations' checks come with their assets
 
 
@@ -31,7 +34,7 @@ def make_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules(_ASSET_MODULES),
         asset_checks=dg.load_asset_checks_from_modules(_CHECK_MODULES),
-        jobs=[INGEST_JOB, GATE_JOB, discard_generation_job, LEARNED_FACTS_JOB],
+        jobs=[INGEST_JOB, READ_SCANS_JOB, GATE_JOB, discard_generation_job, LEARNED_FACTS_JOB],
         sensors=[docs_folder_sensor, EVALUATION_SENSOR, learned_facts_sensor],
         resources=resources_for(settings),
         loggers=RUN_LOGGERS,

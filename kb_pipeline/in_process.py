@@ -34,6 +34,9 @@ from kb_pipeline.catalogue import IngestPlan, forget_files, plan_files, plan_fol
 from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
+from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
+from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
+from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.rebuilds import stale_keys
 from kb_pipeline.run_workers import execute_runs
 from kb_pipeline.runs import (
@@ -78,6 +81,8 @@ class IngestSummary(msgspec.Struct):
     failed: list[IngestFailure]
     chunks: int
     warnings: list[str]
+    without_text: list[IngestFailure]  # scans where OCR found no text: skipped, no error
+    waiting_for_ocr: list[str]  # scans whose pages wait for the OCR engine to be installed
 
 
 def ingest_paths(
@@ -112,10 +117,31 @@ def ingest_paths(
     runs = execute_runs(settings, instance, [
         range_tags(first, last)
         for first, last in partition_ranges(partitions.ordered, plan.changed)])
+    # Scans the runs handed to OCR: read their pages, then ingest them from the cache.
+    runs += _read_scans(settings, instance, database_url, partitions.ordered, plan.changed)
     run_ids = [run_id for run_id, _ in runs]
     broken_runs = [run_id for run_id, success in runs if not success]
     elsewhere = _await_other_runs(database_url, instance, plan.changed, run_ids)
     return _summarize(plan, database_url, since, run_ids, broken_runs, elsewhere)
+
+
+def _read_scans(settings: Settings, instance: dg.DagsterInstance, database_url: str,
+                ordered: list[str], uris: list[str]) -> list[tuple[str, bool]]:
+    """The read_scans runs over `uris` waiting for OCR, then the ingest runs that take them
+    from the cache; none while the engine is not installed (they stay waiting)."""
+    with connect(database_url, autocommit=True) as conn:
+        scans = waiting_scans(conn) & set(uris)
+    if not scans or missing_parts():
+        return []
+    job = make_definitions(settings).resolve_job_def(READ_SCANS_JOB.name)
+    runs = []
+    for first, last in partition_ranges(ordered, scans):
+        result = job.execute_in_process(
+            instance=instance, tags={**range_tags(first, last), **process_tags()},
+            run_config=IN_PROCESS_LOGGING, raise_on_error=False)
+        runs.append((result.run_id, result.success))
+    return runs + execute_runs(settings, instance, [
+        range_tags(first, last) for first, last in partition_ranges(ordered, scans)])
 
 
 def register_paths(
@@ -203,12 +229,21 @@ def _summarize(
 ) -> IngestSummary:
     with connect(database_url, autocommit=True) as conn:
         failures = dict(conn.execute(query("failures_of_runs"), {"run_ids": run_ids}).fetchall())
+        blank = dict(conn.execute(
+            query("skipped_of"), {"uris": plan.changed + plan.known_failing}).fetchall())
+        waiting = waiting_scans(conn) & set(plan.changed)
         # Files that failed before with the same bytes were not retried; say so again.
         failures.update(conn.execute(query("open_failures_of"), {"uris": plan.known_failing}))
         indexed = dict(conn.execute(
             query("chunk_counts"), {"uris": plan.changed, "since": since}).fetchall())
     failed = [IngestFailure(uri, error) for uri, error in sorted(failures.items())]
+    if waiting:
+        plan.warnings.append(
+            f"{len(waiting)} scans wait for OCR, not installed: apt-get install "
+            f"{' '.join(DEBIAN_PACKAGES)}; the folder sensor reads them once it is")
     for uri in plan.changed:
+        if uri in blank or uri in waiting:
+            continue
         if uri in elsewhere and uri not in failures:
             plan.warnings.append(f"{uri}: still being ingested by run {elsewhere[uri]}")
         elif uri not in failures and uri not in indexed:
@@ -223,4 +258,6 @@ def _summarize(
         failed=failed,
         chunks=sum(indexed[uri] for uri in ingested),
         warnings=plan.warnings,
+        without_text=[IngestFailure(uri, reason) for uri, reason in sorted(blank.items())],
+        waiting_for_ocr=sorted(waiting),
     )

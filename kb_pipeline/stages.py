@@ -22,10 +22,19 @@ from kb_core.index_model import record_index_model
 from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.progress import report as report_progress
 from kb_core.queries import query
+from kb_core.settings import OcrSettings
 from kb_pipeline.access import AccessError, DocumentAccess, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
 from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document, embedding_views
-from kb_pipeline.parsing import PARSER_VERSION, ParsedDocument, ParseError, parse_document
+from kb_pipeline.ocr import AwaitingOcr, OcrError, missing_parts
+from kb_pipeline.ocr.cache import CachedPages, EnginePages
+from kb_pipeline.parsing import (
+    PARSER_VERSION,
+    NoTextFound,
+    ParsedDocument,
+    ParseError,
+    parse_document,
+)
 
 __all__ = [
     "StageReport",
@@ -37,6 +46,7 @@ __all__ = [
     "index_documents",
     "parse_documents",
     "pipeline_version",
+    "read_scanned_pages",
     "stage_documents",
 ]
 
@@ -112,6 +122,44 @@ def _fail(
     report_progress("failed", uri)
 
 
+def _skip(
+    conn: psycopg.Connection, scope: RunScope, report: StageReport, uri: str, stage: str,
+    reason: str, checksum: str,
+) -> None:
+    """Record a document with nothing to index (a blank scan): like a failure, it is not tried
+    again until its bytes change, but it is no error."""
+    path = conn.execute(query("source_of"), {"uri": uri}).fetchone()
+    with conn.transaction():
+        conn.execute(query("unstage"), {"uri": uri, "run_id": scope.run_id})
+        conn.execute(query("resolve_failures"), {"uri": uri})
+        conn.execute(
+            query("record_skipped"),
+            {"uri": uri, "path": path[1] if path else uri, "checksum": checksum, "stage": stage,
+             "version": scope.version, "error": reason, "run_id": scope.run_id},
+        )
+    log.info("%s skipped: %s", uri, reason)
+    report.add("without_text", 1)
+    report_progress("skipped", uri)
+
+
+def _await_ocr(
+    conn: psycopg.Connection, scope: RunScope, uri: str, checksum: str, waiting: AwaitingOcr
+) -> None:
+    """Hand a scan to the OCR step: it leaves this run, its last good version stays indexed."""
+    with conn.transaction():
+        conn.execute(query("unstage"), {"uri": uri, "run_id": scope.run_id})
+        conn.execute(query("await_ocr"), {
+            "uri": uri, "checksum": checksum, "pages": waiting.pages, "unread": waiting.unread,
+            "reason": waiting.reason})
+    log.info("%s waits for OCR: %s", uri, waiting)
+    report_progress("waiting", uri)
+
+
+def _waits_for_ocr(conn: psycopg.Connection, uri: str, checksum: str) -> bool:
+    row = conn.execute(query("waiting_of"), {"uris": [uri]}).fetchone()
+    return row is not None and row[1] == checksum
+
+
 def stage_documents(
     conn: psycopg.Connection, scope: RunScope, max_bytes: int, *, force: bool = False,
     content_only: bool = False,
@@ -136,6 +184,9 @@ def stage_documents(
             if not force and indexed is not None and indexed[0] == checksum and (
                     content_only or indexed[1] == scope.version):
                 report.skipped += 1
+                continue
+            if _waits_for_ocr(conn, uri, checksum):  # the OCR step has it; ingested after
+                report.add("waiting_for_ocr", 1)
                 continue
             access = _resolve(uri, source)
         except FileNotFoundError:
@@ -169,9 +220,12 @@ def _message(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
-    """parsed_documents: text and structure of each staged file, checked against its snapshot."""
+def parse_documents(conn: psycopg.Connection, scope: RunScope, ocr: OcrSettings) -> StageReport:
+    """parsed_documents: text and structure of each staged file, checked against its snapshot.
+    A scan's pages come from the OCR step's cache: one with pages not read yet waits for that
+    step (ocr_waiting), and one where OCR found no text is skipped, saying so."""
     report = StageReport()
+    scans = CachedPages(conn, ocr)
     for uri, checksum, mtime, _, _ in conn.execute(query("staged_for_run"), _params(scope)):
         report_progress("parsing", uri)
         try:
@@ -179,7 +233,14 @@ def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
             if hashlib.sha256(data).hexdigest() != checksum:
                 raise _StageError("file changed while it was being ingested; "
                                   "its new version is picked up on the next sensor tick")
-            parsed = parse_document(Path(uri).name, data, modified=mtime.date())
+            parsed = parse_document(Path(uri).name, data, modified=mtime.date(), scans=scans)
+        except AwaitingOcr as exc:
+            _await_ocr(conn, scope, uri, checksum, exc)
+            report.add("waiting_for_ocr", 1)
+            continue
+        except NoTextFound as exc:
+            _skip(conn, scope, report, uri, "parsed_documents", str(exc), checksum)
+            continue
         except FileNotFoundError:
             _fail(conn, scope, report, uri, "parsed_documents",
                   "file disappeared before it could be parsed", checksum)
@@ -203,6 +264,51 @@ def parse_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
     return report
 
 
+def read_scanned_pages(conn: psycopg.Connection, scope: RunScope, ocr: OcrSettings
+                       ) -> StageReport:
+    """scanned_pages: read by OCR the pages of the documents waiting for it (of this run's
+    keys) that the cache lacks; the folder sensor then ingests them again, from the cache. A
+    scan that breaks a limit or that the engine cannot read fails here, alone."""
+    report = StageReport()
+    waiting = conn.execute(query("waiting_of"), {"uris": scope.keys}).fetchall()
+    missing = missing_parts()
+    if missing:  # they stay waiting, to be read once the engine is installed
+        log.warning("%d scans wait for the OCR engine (%s missing)", len(waiting),
+                    ", ".join(missing))
+        report.add("waiting_for_engine", len(waiting))
+        return report
+    report_progress("to_read", count=sum(
+        row[0] for row in conn.execute(query("unread_of"), {"uris": scope.keys})))
+    confidences: list[float] = []
+    for uri, checksum in waiting:
+        pages = EnginePages(conn, ocr, uri)
+        try:
+            data = Path(uri).read_bytes()
+            if hashlib.sha256(data).hexdigest() != checksum:
+                # Edited since it was handed over: ingestion takes the new version afresh.
+                conn.execute(query("stop_waiting"), {"uri": uri})
+                continue
+            parse_document(Path(uri).name, data, scans=pages)
+        except NoTextFound:
+            pass  # its blank pages are cached: ingestion skips it, saying so
+        except FileNotFoundError:
+            pass  # the sensor forgets it
+        except (OSError, OcrError, ParseError) as exc:
+            conn.execute(query("stop_waiting"), {"uri": uri})
+            _fail(conn, scope, report, uri, "scanned_pages", _message(exc), checksum)
+            continue
+        conn.execute(query("stop_waiting"), {"uri": uri})
+        report.documents += 1
+        report.add("pages_read", pages.read_pages)
+        report.add("pages_cached", pages.cached_pages)
+        report.add("pages_without_text", pages.without_text)
+        report.add("ocr_ms", round(pages.seconds * 1000))
+        confidences += pages.confidences
+    if confidences:
+        report.add("mean_confidence", round(sum(confidences) / len(confidences)))
+    return report
+
+
 def document_chunks(doc: ParsedDocument, embedder: Embedder) -> list[Chunk]:
     """The passages a parsed document is indexed as, sized for `embedder`'s window."""
     return chunk_document(
@@ -217,7 +323,9 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
     for uri, checksum, _, parsed, _ in conn.execute(query("staged_for_run"), _params(scope)):
         if parsed is None:
             continue
-        chunks = document_chunks(msgspec.convert(parsed, ParsedDocument), embedder)
+        document = msgspec.convert(parsed, ParsedDocument)
+        chunks = document_chunks(document, embedder)
+        scanned = set(document.ocr_locations)
         if not chunks:
             _fail(conn, scope, report, uri, "chunks", "document has no text to index", checksum)
             continue
@@ -225,6 +333,7 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
             {"index": c.index, "heading": c.heading, "location": c.location,
              "content": c.content, "text": c.text, "token_count": c.token_count,
              "sha256": _sha256(c.text), "keywords": to_tsvector_literal(c.text),
+             "ocr": c.location in scanned,
              "views": [{"text": view, "sha256": _sha256(view)} for view in embedding_views(
                  c, embedder.count_tokens, VIEW_MAX_TOKENS, VIEW_OVERLAP_TOKENS)]}
             for c in chunks

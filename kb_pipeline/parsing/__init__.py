@@ -2,6 +2,8 @@
 
 `parse_document(name, data)` picks the parser by the file's suffix and raises `ParseError`
 with a precise English message for anything it cannot parse; no library exception escapes.
+Scanned pages and image files are read through the `scans` reader it is given (kb_pipeline.ocr);
+a document whose pages that reader has not read yet raises `AwaitingOcr`.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from pathlib import PurePosixPath, PureWindowsPath
 
 import msgspec
 
+from kb_pipeline.ocr import IMAGE_SUFFIXES, AwaitingOcr, OcrError, PageReader
 from kb_pipeline.parsing.docx import parse_docx
 from kb_pipeline.parsing.html import parse_html
 from kb_pipeline.parsing.markdown import parse_markdown
-from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError
+from kb_pipeline.parsing.model import Block, NoTextFound, ParsedDocument, ParseError
 from kb_pipeline.parsing.pdf import parse_pdf
 from kb_pipeline.parsing.pptx import parse_pptx
 from kb_pipeline.parsing.revision import find_revision_date
+from kb_pipeline.parsing.scans import parse_image
 from kb_pipeline.parsing.text import parse_text
 from kb_pipeline.parsing.xlsx import parse_xlsx
 
@@ -29,6 +33,7 @@ __all__ = [
     "PARSER_VERSION",
     "SUPPORTED_SUFFIXES",
     "Block",
+    "NoTextFound",
     "ParseError",
     "ParsedDocument",
     "find_revision_date",
@@ -37,7 +42,8 @@ __all__ = [
 
 # Part of the pipeline version: bump whenever any parser's output changes.
 # 2: titles taken from file names are NFC-normalized (decomposed names saved from Macs).
-PARSER_VERSION = "2"
+# 3: scanned PDF pages and image files are read by OCR.
+PARSER_VERSION = "3"
 
 _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
     ".md": partial(parse_markdown, suffix=".md"),
@@ -45,12 +51,16 @@ _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
     ".txt": partial(parse_text, suffix=".txt"),
     ".html": partial(parse_html, suffix=".html"),
     ".htm": partial(parse_html, suffix=".htm"),
-    ".pdf": parse_pdf,
     ".docx": parse_docx,
     ".xlsx": parse_xlsx,
     ".pptx": parse_pptx,
 }
-SUPPORTED_SUFFIXES: frozenset[str] = frozenset(_PARSERS)
+# Formats that may hold scanned pages: their parsers take the OCR reader too.
+_SCAN_PARSERS: dict[str, Callable[[bytes, str, PageReader | None], ParsedDocument]] = {
+    ".pdf": parse_pdf,
+    **{suffix: partial(parse_image, suffix=suffix) for suffix in IMAGE_SUFFIXES},
+}
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset(_PARSERS) | frozenset(_SCAN_PARSERS)
 
 # What PostgreSQL text and JSON cannot carry: NUL (jsonb and text refuse it) and lone surrogates
 # (not encodable as UTF-8). A PDF whose ToUnicode map points glyphs at U+0000 or U+D800 yields
@@ -58,11 +68,12 @@ SUPPORTED_SUFFIXES: frozenset[str] = frozenset(_PARSERS)
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def parse_document(name: str, data: bytes, modified: dt.date | None = None) -> ParsedDocument:
+def parse_document(name: str, data: bytes, modified: dt.date | None = None,
+                   scans: PageReader | None = None) -> ParsedDocument:
     """Return the parsed form of the file `name` holding `data`.
 
     The suffix of `name` (any case) chooses the parser. `revision_date` is the date the text
-    states (改定日, 施行日 …), else `modified`.
+    states (改定日, 施行日 …), else `modified`. `scans` reads scanned pages and image files.
     """
     path = PureWindowsPath(name) if "\\" in name else PurePosixPath(name)
     suffix = path.suffix.lower()
@@ -70,14 +81,18 @@ def parse_document(name: str, data: bytes, modified: dt.date | None = None) -> P
     # match like the composed form people type.
     stem = unicodedata.normalize("NFC", path.stem or path.name)
     parser = _PARSERS.get(suffix)
-    if parser is None:
+    scan_parser = _SCAN_PARSERS.get(suffix)
+    if parser is None and scan_parser is None:
         raise ParseError(f"unsupported file type '{suffix}'" if suffix else "file has no extension")
     if not data:
         raise ParseError("file is empty")
     try:
-        document = parser(bytes(data), stem)
-    except ParseError:
+        document = (parser(bytes(data), stem) if parser is not None
+                    else scan_parser(bytes(data), stem, scans))
+    except (ParseError, AwaitingOcr):
         raise
+    except OcrError as exc:
+        raise ParseError(str(exc)) from exc
     except RecursionError as exc:
         raise ParseError(f"{suffix} document is nested too deeply to parse") from exc
     except Exception as exc:

@@ -7,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Block", "ParseError", "ParsedDocument"]
+__all__ = ["Block", "NoTextFound", "ParseError", "ParsedDocument"]
 
 BlockKind = Literal["heading", "paragraph", "table"]
 
@@ -33,7 +33,12 @@ class ParsedDocument(msgspec.Struct, frozen=True):
     mime: str
     blocks: list[Block]
     revision_date: dt.date | None = None
+    ocr_locations: list[str] = msgspec.field(default_factory=list)  # pages OCR read ("p.2")
 
 
 class ParseError(Exception):
     """A file that cannot be parsed; the message says precisely why, for the failures table."""
+
+
+class NoTextFound(ParseError):
+    """A scan where OCR found no text on any page: skipped, and said so, but no error."""

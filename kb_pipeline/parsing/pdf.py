@@ -1,42 +1,51 @@
-"""PDF text layers (pypdf): per-page blocks, with lines the layout wrapped joined back."""
+"""PDFs (pypdf): per-page blocks from the text layer, with lines the layout wrapped joined back;
+a page with no text layer but an image on it (a scan) is read by OCR."""
 
 from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
 
 from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError
 
+from kb_pipeline.ocr import PageReader, pdf_pages
 from kb_pipeline.parsing.blocks import BlockBuilder
-from kb_pipeline.parsing.cjk import SENTENCE_ENDINGS, display_width, is_cjk
-from kb_pipeline.parsing.headings import CAPTION, match_heading
-from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError
+from kb_pipeline.parsing.model import Block, NoTextFound, ParsedDocument, ParseError
+from kb_pipeline.parsing.scans import page_lines
 from kb_pipeline.parsing.titles import MAX_TITLE_CHARS, first_heading, meaningful_title
+from kb_pipeline.parsing.wrapped import join_wrapped_lines
 
-__all__ = ["join_wrapped_lines", "parse_pdf"]
+__all__ = ["parse_pdf"]
 
-# A line this much narrower than the page's full lines ended early: it was not wrapped.
-_FULL_LINE_SHARE = 0.8
-# Lines shorter than this (in half-width cells: 10 kanji) are titles or cells, not wrapped text.
-_MIN_WRAPPED_WIDTH = 20
-_LIST_ITEM = re.compile(r"[・●○■□◆◇▪•※\-–—*]|[0-9０-９]+[ 　]|[①-⑳]")
 _MAX_PAGE_NUMBER_CHARS = 20
 _PAGE_NUMBER = re.compile(
     r"[-–—(（\s]*(?:p\.?\s*)?[0-9]+\s*(?:/\s*[0-9]+)?[-–—)）\s]*", re.IGNORECASE
 )
 
 
-def parse_pdf(data: bytes, stem: str) -> ParsedDocument:
-    """Return a PDF's text as blocks located by page ("p.3")."""
+def parse_pdf(data: bytes, stem: str, scans: PageReader | None = None) -> ParsedDocument:
+    """Return a PDF's text as blocks located by page ("p.3"); `scans` reads its scanned pages
+    (without it, a PDF with no text layer at all fails, naming the scan)."""
     reader = _open(data)
-    pages = _drop_running_lines([_page_lines(page, n) for n, page in enumerate(reader.pages, 1)])
-    if not pages:
+    texts = [_page_lines(page, n) for n, page in enumerate(reader.pages, 1)]
+    if not texts:
         raise ParseError("PDF has no pages (its page tree is empty or unreadable)")
-    if not any(any(lines) for lines in pages):
-        count = f"{len(pages)} page" + ("" if len(pages) == 1 else "s")
+    count = f"{len(texts)} page" + ("" if len(texts) == 1 else "s")
+    scanned = [n for n, lines in enumerate(texts, 1)
+               if not any(lines) and _has_image(reader.pages[n - 1])]
+    if scanned and scans is None and not any(any(lines) for lines in texts):
         raise ParseError(f"PDF has no text layer (scanned image?); {count}, no extractable text")
+    read = {}
+    if scanned and scans is not None:
+        read = scans.read(pdf_pages(data, scanned, scans.limits))
+        for number, reading in read.items():
+            texts[number - 1] = page_lines(reading)
+    pages = _drop_running_lines(texts)
+    if not any(any(lines) for lines in pages):
+        if read:
+            raise NoTextFound(f"no text found by OCR on its {count}")
+        raise ParseError(f"PDF has no text: {count}, without a text layer or an image to read")
     builder = BlockBuilder()
     for number, lines in enumerate(pages, start=1):
         builder.end_paragraph()
@@ -48,7 +57,33 @@ def parse_pdf(data: bytes, stem: str) -> ParsedDocument:
         title=_metadata_title(reader) or _first_line(blocks) or first_heading(blocks) or stem,
         mime="application/pdf",
         blocks=blocks,
+        ocr_locations=[f"p.{n}" for n in sorted(read) if any(pages[n - 1])],
     )
+
+
+def _has_image(page: PageObject) -> bool:
+    """Whether an image is drawn on the page (directly or in a form): a page without text and
+    without an image is blank, and not worth reading."""
+    try:
+        return _holds_image(page.get("/Resources"), depth=0)
+    except Exception:  # a broken resource dictionary: read the page rather than lose it
+        return True
+
+
+def _holds_image(resources: object, depth: int) -> bool:
+    resources = resources.get_object() if hasattr(resources, "get_object") else resources
+    if not isinstance(resources, dict) or depth > 3:
+        return False
+    xobjects = resources.get("/XObject")
+    xobjects = xobjects.get_object() if hasattr(xobjects, "get_object") else xobjects
+    for xobject in (xobjects or {}).values():
+        xobject = xobject.get_object()
+        if xobject.get("/Subtype") == "/Image":
+            return True
+        if xobject.get("/Subtype") == "/Form" and _holds_image(xobject.get("/Resources"),
+                                                               depth + 1):
+            return True
+    return False
 
 
 def _page_lines(page: PageObject, number: int) -> list[str]:
@@ -86,52 +121,6 @@ def _drop_running_lines(pages: list[list[str]]) -> list[list[str]]:
         dropped = {i for i in edges(lines) if _is_page_number(lines[i]) or key(lines[i]) in running}
         kept_pages.append([line for i, line in enumerate(lines) if i not in dropped])
     return kept_pages
-
-
-def join_wrapped_lines(lines: Sequence[str]) -> list[str]:
-    """Return `lines` with the lines the layout wrapped mid-sentence joined to the line before.
-
-    Inside Japanese text the join adds nothing (「…精算す」+「る。」→「…精算する。」); between
-    Latin words it adds a space. Blank lines stay, as paragraph breaks.
-    """
-    widths = sorted(display_width(line) for line in lines if line.strip())
-    full_width = widths[round(0.9 * (len(widths) - 1))] if widths else 0
-    joined: list[str] = []
-    previous = ""  # the previous physical line, not the joined line
-    for raw in lines:
-        line = raw.strip()
-        if joined and previous and line and _continues(previous, line, full_width):
-            joined[-1] += _separator(previous, line) + line
-        else:
-            joined.append(line)
-        previous = line
-    return joined
-
-
-def _continues(previous: str, line: str, full_width: int) -> bool:
-    """Whether `line` carries on the sentence `previous` was cut from."""
-    width = display_width(previous)
-    if width < _MIN_WRAPPED_WIDTH or width < _FULL_LINE_SHARE * full_width:
-        return False
-    if previous[-1] in SENTENCE_ENDINGS or _LIST_ITEM.match(line) or CAPTION.fullmatch(line):
-        return False
-    if match_heading(line) is not None:
-        return False
-    heading = match_heading(previous)
-    if heading is not None and not heading.body:
-        return False
-    last, first = previous[-1], line[0]
-    if is_cjk(last) or is_cjk(first):
-        return True
-    return (last.isalnum() or last in ",;:-)") and (first.isalnum() or first in "(\"'")
-
-
-def _separator(previous: str, line: str) -> str:
-    if is_cjk(previous[-1]) or is_cjk(line[0]):
-        return ""
-    if previous[-1] == "-" and previous[-2:-1].isalpha() and line[0].islower():
-        return ""  # a hyphenated word: 「well-\nknown」
-    return " "
 
 
 def _is_page_number(line: str) -> bool:

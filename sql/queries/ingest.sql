@@ -109,10 +109,10 @@ DELETE FROM chunks WHERE document_id = %(document_id)s;
 -- whose vector is missing is not inserted: the caller counts them).
 WITH inserted AS (
     INSERT INTO chunks (document_id, chunk_index, heading, location, content, search_text,
-                        token_count, text_sha256, allowed_groups, keywords)
+                        token_count, text_sha256, allowed_groups, keywords, ocr)
     SELECT %(document_id)s, (c->>'index')::int, c->>'heading', c->>'location', c->>'content',
            c->>'text', (c->>'token_count')::int, c->>'sha256', s.allowed_groups,
-           (c->>'keywords')::tsvector
+           (c->>'keywords')::tsvector, coalesce((c->>'ocr')::boolean, false)
     FROM staged_documents s
     CROSS JOIN jsonb_array_elements(s.chunks) c
     WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s
@@ -140,7 +140,13 @@ VALUES (%(uri)s, %(path)s, %(checksum)s, %(stage)s, %(version)s, %(error)s, %(ru
 
 -- name: failures_of_runs
 SELECT source_uri, error FROM ingestion_failures
-WHERE run_id = ANY(%(run_ids)s) AND resolved_at IS NULL;
+WHERE run_id = ANY(%(run_ids)s) AND resolved_at IS NULL AND NOT skipped;
+
+-- name: skipped_of
+-- Documents skipped for want of text (a blank scan), and why, as long as their bytes are those.
+SELECT DISTINCT ON (source_uri) source_uri, error FROM ingestion_failures
+WHERE source_uri = ANY(%(uris)s) AND resolved_at IS NULL AND skipped
+ORDER BY source_uri, failed_at DESC;
 
 -- name: chunk_counts
 -- Chunks of the documents published since the ingest began (by its runs or a concurrent one):
@@ -155,7 +161,7 @@ SELECT now();
 
 -- name: open_failures_of
 SELECT DISTINCT ON (source_uri) source_uri, error FROM ingestion_failures
-WHERE source_uri = ANY(%(uris)s) AND resolved_at IS NULL
+WHERE source_uri = ANY(%(uris)s) AND resolved_at IS NULL AND NOT skipped
 ORDER BY source_uri, failed_at DESC;
 
 -- name: lock_keyword_stats

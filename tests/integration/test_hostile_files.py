@@ -190,8 +190,8 @@ def hostile_cases() -> list[Case]:
         Case("blank.txt", b" \n\t\n\r\n", "document contains no text"),
         Case("encrypted.pdf", encrypt(pdf_text("暗号化された本文"), user_password="pw"),
              "PDF is encrypted: a password is required to open it"),
-        Case("scanned.pdf", blank_pdf(2),
-             "PDF has no text layer (scanned image?); 2 pages, no extractable text"),
+        Case("blank.pdf", blank_pdf(2),
+             "PDF has no text: 2 pages, without a text layer or an image to read"),
         Case("zip.docx", plain_zip(),
              "not a valid DOCX file: ZIP archive has no [Content_Types].xml (not an Office "
              "document)"),

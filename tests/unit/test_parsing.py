@@ -27,7 +27,7 @@ from kb_pipeline.parsing import (
     parse_document,
 )
 from kb_pipeline.parsing import xlsx as xlsx_parser
-from kb_pipeline.parsing.pdf import join_wrapped_lines
+from kb_pipeline.parsing.wrapped import join_wrapped_lines
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "docs"
 
@@ -64,7 +64,8 @@ def all_text(document: ParsedDocument) -> str:
 
 
 def test_supported_suffixes_and_parser_version_are_published() -> None:
-    expected = {".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx", ".xlsx", ".pptx"}
+    expected = {".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx", ".xlsx", ".pptx",
+                ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
     assert expected == SUPPORTED_SUFFIXES
     assert isinstance(PARSER_VERSION, str) and PARSER_VERSION
 
@@ -466,13 +467,13 @@ def test_truncated_pdf_is_rejected() -> None:
         parse_document("cut.pdf", data[: len(data) // 2])
 
 
-def test_pdf_without_text_layer_is_rejected_with_its_page_count() -> None:
+def test_blank_pdf_is_rejected_with_its_page_count() -> None:
     writer = PdfWriter()
     for _ in range(3):
         writer.add_blank_page(width=595, height=842)
     out = io.BytesIO()
     writer.write(out)
-    message = r"PDF has no text layer \(scanned image\?\); 3 pages, no extractable text"
+    message = "PDF has no text: 3 pages, without a text layer or an image to read"
     with pytest.raises(ParseError, match=message):
         parse_document("scan.pdf", out.getvalue())
 

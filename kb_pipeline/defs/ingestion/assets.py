@@ -12,6 +12,7 @@ a few runs, not 1,000. State passes between assets through the staging tables in
 import dagster as dg
 
 from kb_core.generations import live_awaits_rebuild
+from kb_core.settings import Settings
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
 from kb_pipeline.runs import DOCUMENTS_PARTITIONS, run_generation
 from kb_pipeline.stages import (
@@ -82,10 +83,12 @@ def parsed_documents(
     context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
     """Each document's text with its structure kept: headings, tables, and the page, sheet or
-    slide each passage came from, plus the revision date it states."""
+    slide each passage came from, plus the revision date it states. Scanned pages come from
+    the OCR cache; a scan with pages not read yet is handed to the read_scans job and left
+    out of this run (metadata: waiting_for_ocr), its last good version still searchable."""
     scope = _scope(context, embedder)
     with postgres.connection(scope.generation) as conn:
-        report = parse_documents(conn, scope)
+        report = parse_documents(conn, scope, Settings.from_env().ocr)
     return dg.MaterializeResult(metadata=report.metadata())
 
 

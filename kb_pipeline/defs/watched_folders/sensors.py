@@ -14,8 +14,12 @@ from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.generations.sensors import rebuild_requests
 from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
+from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
+from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
+    UNFINISHED,
     fail_abandoned_runs,
     keys_in_runs,
     partition_changes,
@@ -31,7 +35,7 @@ SENSOR_INTERVAL_S = 15
 
 
 @dg.sensor(
-    jobs=[INGEST_JOB, GATE_JOB],
+    jobs=[INGEST_JOB, READ_SCANS_JOB, GATE_JOB],
     minimum_interval_seconds=SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
@@ -64,14 +68,16 @@ def docs_folder_sensor(
 
     ordered = partitions.ordered
     busy = keys_in_runs(context.instance, INGEST_JOB.name, ordered)
-    todo = [] if held else [k for k in plan.changed if k not in busy]
+    with postgres.connection() as conn:
+        scans = waiting_scans(conn)
+    todo = [] if held else [k for k in plan.changed if k not in busy and k not in scans]
     if held:
         context.log.warning(f"{held}: {len(plan.changed)} new or edited files wait")
     run_requests = [
         dg.RunRequest(job_name=INGEST_JOB.name, tags=range_tags(first, last),
                       run_config=raw_config(settings))
         for first, last in partition_ranges(ordered, todo)
-    ]
+    ] + _read_scans_requests(context, ordered, scans)
     requests: list = []
     if partitions.added:
         requests.append(DOCUMENTS_PARTITIONS.build_add_request(partitions.added))
@@ -85,13 +91,34 @@ def docs_folder_sensor(
     summary = (
         f"{len(plan.seen)} files: {len(todo)} to ingest in {len(run_requests)} runs, "
         f"{len(plan.unchanged)} unchanged, {len(plan.known_failing)} known failing, "
-        f"{len(busy & set(plan.changed))} already in progress, {len(plan.deleted)} deleted, "
-        f"{len(plan.regrouped)} re-permissioned"
+        f"{len(busy & set(plan.changed))} already in progress, {len(scans)} waiting for OCR, "
+        f"{len(plan.deleted)} deleted, {len(plan.regrouped)} re-permissioned"
     )
     context.log.info(summary)
     if not run_requests and not requests:
         return dg.SensorResult(skip_reason=summary)
     return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
+
+
+def _read_scans_requests(
+    context: dg.SensorEvaluationContext, ordered: list[str], scans: set[str]
+) -> list[dg.RunRequest]:
+    """One read_scans run over the scans waiting for OCR, unless one is on its way or the
+    engine is not installed (they wait for it: the first tick after installation reads them)."""
+    waiting = [key for key in ordered if key in scans]
+    if not waiting:
+        return []
+    missing = missing_parts()
+    if missing:
+        context.log.warning(
+            f"{len(waiting)} scans wait for the OCR engine ({', '.join(missing)} missing): "
+            f"apt-get install {' '.join(DEBIAN_PACKAGES)}")
+        return []
+    if context.instance.get_run_ids(
+            dg.RunsFilter(job_name=READ_SCANS_JOB.name, statuses=UNFINISHED), limit=1):
+        return []
+    return [dg.RunRequest(job_name=READ_SCANS_JOB.name, tags=range_tags(first, last))
+            for first, last in partition_ranges(ordered, waiting)]
 
 
 def _held(conn: psycopg.Connection, embedder: EmbedderResource, version: str) -> str | None:
