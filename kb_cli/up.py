@@ -25,6 +25,7 @@ from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
 from kb_core.migrations import prepare_database
 from kb_core.settings import REPO_ROOT, Settings
 from kb_pipeline.dagster_home import dagster_instance
+from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
 
 __all__ = ["run"]
 
@@ -93,6 +94,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                      ", ".join(map(str, settings.docs_dirs)))
             log.info("the folder sensor ingests new and changed documents; Ctrl-C, SIGTERM "
                      "or SIGHUP stops everything")
+            if missing := missing_parts():
+                log.warning("scanned PDFs and images wait for OCR, which is not installed (%s "
+                            "missing): apt-get install %s; the folder sensor reads them at its "
+                            "first tick after that", ", ".join(missing), " ".join(DEBIAN_PACKAGES))
         return _supervise(children, signals, settings, logs, errors)
     finally:
         stopping = time.monotonic()

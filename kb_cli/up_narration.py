@@ -70,9 +70,22 @@ class RunLines:
         who = _launcher(run.tags)
         head = f"{who} run {run.run_id[:8]} {run.job_name}: {run.status.value.lower()} " \
                f"in {took:.1f} s"
-        if run.job_name != "ingest_documents":
-            return head
-        return f"{head}; {self._ingest_outcome(run.run_id)}"
+        if run.job_name == "ingest_documents":
+            return f"{head}; {self._ingest_outcome(run.run_id)}"
+        if run.job_name == "read_scans":
+            return f"{head}; {self._read_outcome(run.run_id)}"
+        return head
+
+    def _read_outcome(self, run_id: str) -> str:
+        """Pages an OCR run read (and found read before), from scanned_pages' metadata."""
+        records = self._instance.get_records_for_run(
+            run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION, limit=1).records
+        read = _metadata(records[0]) if records else {}
+        outcome = (f"{read.get('documents', 0)} scans: {read.get('pages_read', 0)} pages read "
+                   f"by OCR, {read.get('pages_cached', 0)} from its cache")
+        if "mean_confidence" in read:
+            outcome += f", mean confidence {read['mean_confidence']}"
+        return outcome + (f", {read['errors']} failed (kb failures)" if read.get("errors") else "")
 
     def _ingest_outcome(self, run_id: str) -> str:
         """Files, indexed, chunks and failures of one ingest run, from its materializations

@@ -32,7 +32,7 @@ from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumb
 from kb_search.comparison import Comparison
 from kb_search.planner import QueryPlan
 from kb_search.quoting import quote_passage
-from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult
+from kb_search.search import PreparedQuery, ReadByOcr, Searcher, SearchHit, SearchResult
 
 __all__ = [
     "AnswerPart",
@@ -59,6 +59,7 @@ class Citation(msgspec.Struct):
     title: str
     heading: str
     page: str | None
+    ocr: ReadByOcr
     chunk_id: int
     document_id: int | None  # where GET /v1/documents/{id} opens it; None for a learned fact
     quote: str  # the passage's sentences the answer used, "…" between those apart
@@ -241,6 +242,7 @@ def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, said: li
     quote = quote_passage(passage, [c.text for c in said if number.n in c.cites], question)
     return Citation(n=number.n, passage=number.passage, source_uri=hit.source_uri,
                     path=passage.path, title=passage.title, heading=passage.heading,
-                    page=passage.page, chunk_id=passage.chunk_id, document_id=hit.document_id,
+                    page=passage.page, ocr=hit.ocr, chunk_id=passage.chunk_id,
+                    document_id=hit.document_id,
                     quote=quote.text, context_before=quote.before, context_after=quote.after,
                     learned_fact=hit.learned_fact)

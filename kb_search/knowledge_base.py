@@ -44,7 +44,14 @@ from kb_search.deep import (
 )
 from kb_search.question_parts import QuestionPart, QuestionSplit, split_question
 from kb_search.rerankers import make_reranker
-from kb_search.search import Mode, Searcher, SearchHit, SearchResult, pooled_search_connection
+from kb_search.search import (
+    Mode,
+    ReadByOcr,
+    Searcher,
+    SearchHit,
+    SearchResult,
+    pooled_search_connection,
+)
 from kb_search.sources import DocumentView, Original
 from kb_search.synonyms import Synonyms
 
@@ -83,6 +90,7 @@ class OfferedPassage(msgspec.Struct):
     title: str
     heading: str
     page: str | None
+    ocr: ReadByOcr
     chunk_id: int
     # Where the page's citation card opens the source (GET /v1/documents/{id}); null for a
     # learned fact, which has no document of its own.
@@ -529,7 +537,8 @@ def _offered(prepared: PreparedAnswer) -> OfferedPassages:
     hits = {h.chunk_id: h for h in prepared.search.hits}
     return OfferedPassages(passages=[
         OfferedPassage(passage=p.n, path=p.path, title=p.title, heading=p.heading, page=p.page,
-                       chunk_id=p.chunk_id, document_id=hits[p.chunk_id].document_id,
+                       ocr=hits[p.chunk_id].ocr, chunk_id=p.chunk_id,
+                       document_id=hits[p.chunk_id].document_id,
                        learned_fact=hits[p.chunk_id].learned_fact)
         for p in prepared.passages])
 

@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 import numpy as np
@@ -31,6 +31,7 @@ __all__ = [
     "Evidence",
     "PreparedQuery",
     "Ranks",
+    "ReadByOcr",
     "SearchHit",
     "SearchResult",
     "Searcher",
@@ -87,6 +88,13 @@ RERANK_CANDIDATES = 20  # fused hits a reranker reorders
 log = logging.getLogger(__name__)
 
 
+# Whether a passage's page was read from a scan (sql/018_ocr.sql): a hit, a citation and a
+# document's passage say so beside their page, and the contract (OpenAPI) says what it means.
+ReadByOcr = Annotated[bool, msgspec.Meta(description=(
+    "true when the passage's page was read from a scan by OCR (character recognition): its "
+    "text may hold misread characters; false for a document's own text and a learned fact"))]
+
+
 class Ranks(msgspec.Struct):
     vector: int | None
     keyword: int | None
@@ -104,6 +112,7 @@ class SearchHit(msgspec.Struct):
     title: str
     heading: str
     page: str | None
+    ocr: ReadByOcr
     chunk_index: int
     content: str
     score: float
@@ -214,11 +223,11 @@ def hybrid_search(
         conn.execute(_SESSION_PLANS)
     hits, evidence = [], []
     for f in (f for f in chosen if f.id in shown):  # one gone meanwhile is not shown
-        (chunk_id, document_id, source_uri, path, title, heading, page, chunk_index, content,
-         learned) = shown[f.id]
+        (chunk_id, document_id, source_uri, path, title, heading, page, ocr, chunk_index,
+         content, learned) = shown[f.id]
         hits.append(SearchHit(
             rank=len(hits) + 1, chunk_id=chunk_id, document_id=document_id,
-            source_uri=source_uri, path=path, title=title, heading=heading, page=page,
+            source_uri=source_uri, path=path, title=title, heading=heading, page=page, ocr=ocr,
             chunk_index=chunk_index, content=content, score=round(f.score, 6),
             ranks=Ranks(vector=f.vector_rank, keyword=f.keyword_rank), learned_fact=learned,
         ))

@@ -17,6 +17,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from kb_core.queries import query
+from kb_search.search import ReadByOcr
 
 __all__ = [
     "AROUND",
@@ -40,6 +41,7 @@ class DocumentPassage(msgspec.Struct):
     chunk_index: int
     heading: str
     page: str | None
+    ocr: ReadByOcr
     content: str
     cited: bool  # the passage asked for (`chunk_id`), not one of its neighbours
 

@@ -138,6 +138,18 @@ def settings(pg_home: Path, docs_dir: Path, database_url: str,
 
 
 @pytest.fixture
+def watched(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+            ) -> tuple[Path, Settings]:
+    """An empty watched folder (readable by the group "staff") and settings for it."""
+    folder = tmp_path / "watched"
+    folder.mkdir()
+    (folder / "_access.toml").write_text('groups = ["staff"]\n', encoding="utf-8")
+    monkeypatch.setenv("KB_DOCS_DIRS", str(folder))
+    monkeypatch.delenv("KB_MAX_FILE_MB", raising=False)  # the default limit: 50 MB
+    return folder, Settings(**{**settings.__dict__, "docs_dirs": (folder,)})
+
+
+@pytest.fixture
 def instance() -> Iterator[dg.DagsterInstance]:
     with dg.instance_for_test() as inst:
         yield inst

@@ -3,8 +3,9 @@
 A separate process per page, not a library in ours: a page that takes too long is killed at
 its deadline (a library call cannot be interrupted), a crash in the engine fails one page, and
 the engine runs at low priority with one thread, so searches and text documents keep the cores.
-`jpn+jpn_vert` reads horizontal and 縦書き blocks on one page; orientation detection (`osd`)
-turns a page scanned sideways or upside down first. Chosen by measurement: docs/ocr.md.
+Orientation detection (`osd`) turns a page scanned sideways or upside down, the page is
+straightened (kb_pipeline.ocr.layout), and `jpn` reads rows or `jpn_vert` columns (縦書き).
+Chosen by measurement: docs/ocr.md.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from kb_pipeline.ocr.layout import Layout, page_layouts
+
 __all__ = [
     "DEBIAN_PACKAGES",
     "EngineMissing",
@@ -35,8 +38,17 @@ __all__ = [
 # What `apt-get install` needs for the engine and its models (docs/ocr.md, .ci/run, docker/).
 DEBIAN_PACKAGES = ("tesseract-ocr", "tesseract-ocr-jpn", "tesseract-ocr-jpn-vert")
 _LANGUAGES = ("jpn", "jpn_vert", "osd")
+# How a page is prepared and which model reads it: part of the cache key with the engine's own
+# version, so a change here reads pages anew. 3: straightened, one model per writing direction,
+# each turn tried where orientation detection cannot judge; 4: rows read as one block;
+# 5: both directions read where the layout cannot tell.
+_METHOD = "5"
 # Orientation is trusted only above this confidence: OSD guesses on pages with little text.
 _MIN_ORIENTATION_CONFIDENCE = 2.0
+# Turns tried on a page orientation detection cannot judge, most likely first, until a reading's
+# mean word confidence reaches _CONFIDENT (an upside-down or sideways reading stays far below).
+_TURNS = (0, 180, 90, 270)
+_CONFIDENT = 80.0
 _ROTATE = re.compile(r"^Rotate: (\d+)", re.MULTILINE)
 _ORIENTATION_CONFIDENCE = re.compile(r"^Orientation confidence: ([\d.]+)", re.MULTILINE)
 
@@ -75,28 +87,53 @@ def engine_identity() -> str:
     version = _run([_tesseract_path(), "--version"], timeout_s=30).stdout.splitlines()[0]
     digest = hashlib.sha256()
     for lang in _LANGUAGES:
-        digest.update(_model_path(lang).read_bytes())
-    return f"{version.strip()} {'+'.join(_LANGUAGES)}@{digest.hexdigest()[:12]}"
+        # A model's size and head tell its versions apart without reading megabytes each time
+        # a process starts.
+        model = _model_path(lang)
+        with model.open("rb") as fh:
+            digest.update(f"{lang}:{model.stat().st_size}:".encode() + fh.read(2**16))
+    return (f"{version.strip()} {'+'.join(_LANGUAGES)}@{digest.hexdigest()[:12]} "
+            f"method={_METHOD}")
 
 
 def read_image(image: Image.Image, timeout_s: float) -> OcrResult:
-    """Read one page image (any size the limits allowed) within `timeout_s` seconds in all."""
+    """Read one page image (any size the limits allowed) within `timeout_s` seconds in all:
+    turned upright, straightened, then read with the model of its writing direction (`jpn` in
+    rows, `jpn_vert` in columns). Orientation detection needs a page of text to judge by; on a
+    page it cannot judge, each turn is read until one reads confidently; a page whose direction
+    the layout cannot tell is read both ways; the most confident reading is kept."""
     _require()
+    deadline = _Deadline(timeout_s)
     with tempfile.TemporaryDirectory(prefix="kb-ocr-") as tmp:
-        page = Path(tmp) / "page.png"
-        image.save(page)
-        deadline = _Deadline(timeout_s)
-        rotation = _orientation(page, deadline)
-        if rotation:
-            # OSD's "Rotate: 90" is the clockwise turn that rights the page.
-            image.rotate(-rotation, expand=True, fillcolor=255).save(page)
-        out = Path(tmp) / "out"
-        _run([_tesseract_path(), str(page), str(out), "-l", "jpn+jpn_vert", "--psm", "3",
-              "-c", "preserve_interword_spaces=1", "txt", "tsv"], timeout_s=deadline.left())
-        text = out.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
-        confidence, vertical = _words(out.with_suffix(".tsv").read_text(encoding="utf-8",
-                                                                        errors="replace"))
-    return OcrResult(text=text, confidence=confidence, vertical=vertical, rotation=rotation)
+        folder = Path(tmp)
+        image.save(folder / "page.png")
+        rotation = _orientation(folder / "page.png", deadline)
+        readings: list[OcrResult] = []
+        for turn in [rotation] if rotation is not None else _TURNS:
+            upright = image.rotate(-turn, expand=True, fillcolor=255) if turn else image
+            for layout in page_layouts(upright):
+                readings.append(_read_upright(upright, turn, layout, folder, deadline))
+            if max(reading.confidence or 0 for reading in readings) >= _CONFIDENT:
+                break
+    return max(readings, key=lambda reading: reading.confidence or 0)
+
+
+def _read_upright(upright: Image.Image, turn: int, layout: Layout, folder: Path,
+                  deadline: _Deadline) -> OcrResult:
+    """The upright page straightened and read in the writing direction of `layout`."""
+    deadline.left()
+    page, out = folder / "upright.png", folder / "out"
+    upright.rotate(layout.skew, resample=Image.Resampling.BICUBIC, expand=True,
+                   fillcolor=255).save(page)
+    # Rows as one block of lines (--psm 6): a table's row stays one line, and it found the
+    # lines better than full layout analysis (--psm 3) on generated scans (docs/ocr.md).
+    model = ["-l", "jpn_vert", "--psm", "5"] if layout.vertical else ["-l", "jpn", "--psm", "6"]
+    _run([_tesseract_path(), str(page), str(out), *model, "-c", "preserve_interword_spaces=1",
+          "txt", "tsv"], timeout_s=deadline.left())
+    text = out.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
+    confidence = _confidence(out.with_suffix(".tsv").read_text(encoding="utf-8",
+                                                               errors="replace"))
+    return OcrResult(text=text, confidence=confidence, vertical=layout.vertical, rotation=turn)
 
 
 class _Deadline:
@@ -112,46 +149,34 @@ class _Deadline:
         return left
 
 
-def _orientation(page: Path, deadline: _Deadline) -> int:
-    """The clockwise rotation (0, 90, 180, 270) that rights the page; 0 when OSD is unsure or
-    finds too little text to judge (it then exits with an error of its own)."""
+def _orientation(page: Path, deadline: _Deadline) -> int | None:
+    """The clockwise rotation (0, 90, 180, 270) that rights the page; None when orientation
+    detection is unsure, or finds too little text to judge (it then exits with an error)."""
     try:
         found = _run([_tesseract_path(), str(page), "-", "--psm", "0"], timeout_s=deadline.left())
     except OcrError as exc:
         if "took over" in str(exc):
             raise
-        return 0
+        return None
     rotate = _ROTATE.search(found.stdout)
     confidence = _ORIENTATION_CONFIDENCE.search(found.stdout)
     if rotate is None or confidence is None:
-        return 0
+        return None
     if float(confidence.group(1)) < _MIN_ORIENTATION_CONFIDENCE:
-        return 0
+        return None
     return int(rotate.group(1)) % 360
 
 
-def _words(tsv: str) -> tuple[float | None, bool]:
-    """Mean confidence of the page's words (weighted by characters) and whether most of its
-    text stood in columns (lines taller than wide)."""
+def _confidence(tsv: str) -> float | None:
+    """Mean confidence of the page's words, weighted by their characters."""
     weighted = chars = 0.0
-    line_boxes: dict[tuple[str, ...], list[int]] = {}
     for row in tsv.splitlines()[1:]:
         cells = row.split("\t")
-        if len(cells) < 12:
+        if len(cells) < 12 or cells[0] != "5" or not cells[11].strip() or float(cells[10]) < 0:
             continue
-        level, text = cells[0], cells[11].strip()
-        if level == "4":
-            line_boxes[tuple(cells[2:5])] = [int(cells[8]), int(cells[9]), 0]
-        if level != "5" or not text or float(cells[10]) < 0:
-            continue
-        weighted += float(cells[10]) * len(text)
-        chars += len(text)
-        box = line_boxes.get(tuple(cells[2:5]))
-        if box is not None:
-            box[2] += len(text)
-    vertical_chars = sum(n for width, height, n in line_boxes.values() if height > 2 * width)
-    confidence = round(weighted / chars, 1) if chars else None
-    return confidence, chars > 0 and vertical_chars > chars / 2
+        weighted += float(cells[10]) * len(cells[11].strip())
+        chars += len(cells[11].strip())
+    return round(weighted / chars, 1) if chars else None
 
 
 def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:

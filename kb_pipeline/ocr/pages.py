@@ -18,11 +18,10 @@ from kb_pipeline.ocr.engine import OcrError
 
 __all__ = ["IMAGE_SUFFIXES", "PageImage", "image_pages", "pdf_pages"]
 
-# Image files read as documents of their own, and the formats Pillow must find in them.
-IMAGE_SUFFIXES = {
-    ".png": {"PNG"}, ".jpg": {"JPEG", "MPO"}, ".jpeg": {"JPEG", "MPO"}, ".tif": {"TIFF"},
-    ".tiff": {"TIFF"}, ".webp": {"WEBP"}, ".bmp": {"BMP", "DIB"},
-}
+# Image files read as documents of their own, and the formats read in them: whichever the
+# suffix says (a JPEG saved as .png is read all the same).
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"})
+_IMAGE_FORMATS = frozenset({"PNG", "JPEG", "MPO", "TIFF", "WEBP", "BMP", "DIB"})
 # Below this resolution Japanese characters are too small to read: a page that would have to be
 # rendered lower to stay within the pixel limit fails instead.
 MIN_DPI = 100
@@ -75,12 +74,12 @@ def image_pages(data: bytes, suffix: str, limits: OcrSettings) -> Iterator[PageI
     try:
         image = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as exc:
-        raise OcrError(f"image refused as a possible decompression bomb: {exc}") from exc
+        raise OcrError(f"image refused undecoded as a possible decompression bomb: {exc}") from exc
     except Exception as exc:  # Pillow reports unreadable files with several types
         raise OcrError(_not_an_image(data, suffix)) from exc
-    if image.format not in IMAGE_SUFFIXES[suffix]:
-        raise OcrError(f"file is named {suffix} but holds a {image.format} image; "
-                       "rename it to its real type")
+    if image.format not in _IMAGE_FORMATS:
+        raise OcrError(f"file is named {suffix} but holds a {image.format} image, which is not "
+                       "read (PNG, JPEG, TIFF, WebP and BMP are)")
     frames = getattr(image, "n_frames", 1)
     _check_page_count(frames, limits)
     for number, frame in enumerate(ImageSequence.Iterator(image), start=1):

@@ -12,7 +12,7 @@ from pypdf.errors import DependencyError
 from kb_pipeline.ocr import PageReader, pdf_pages
 from kb_pipeline.parsing.blocks import BlockBuilder
 from kb_pipeline.parsing.model import Block, NoTextFound, ParsedDocument, ParseError
-from kb_pipeline.parsing.scans import page_lines
+from kb_pipeline.parsing.scans import add_scanned_lines, page_lines
 from kb_pipeline.parsing.titles import MAX_TITLE_CHARS, first_heading, meaningful_title
 from kb_pipeline.parsing.wrapped import join_wrapped_lines
 
@@ -50,6 +50,9 @@ def parse_pdf(data: bytes, stem: str, scans: PageReader | None = None) -> Parsed
     for number, lines in enumerate(pages, start=1):
         builder.end_paragraph()
         builder.location = f"p.{number}"
+        if number in read:
+            add_scanned_lines(builder, lines)
+            continue
         for line in join_wrapped_lines(lines):
             builder.add_line(line)
     blocks = builder.finish()

@@ -10,15 +10,16 @@ from kb_pipeline.ocr import PageReader, image_pages
 from kb_pipeline.ocr.engine import OcrResult
 from kb_pipeline.parsing.blocks import BlockBuilder, render_row
 from kb_pipeline.parsing.cjk import is_cjk
-from kb_pipeline.parsing.model import NoTextFound, ParsedDocument, ParseError
+from kb_pipeline.parsing.model import Block, NoTextFound, ParsedDocument, ParseError
 from kb_pipeline.parsing.titles import MAX_TITLE_CHARS
 from kb_pipeline.parsing.wrapped import join_wrapped_lines
 
-__all__ = ["page_lines", "parse_image"]
+__all__ = ["add_scanned_lines", "page_lines", "parse_image"]
 
 # With preserve_interword_spaces the engine keeps a wide gap as a run of spaces: three or more
 # separate a table's cells; fewer are a word space, or noise between Japanese characters.
 _CELL_GAP = re.compile(r" {3,}|\t")
+_CELL = " | "  # between the cells of a row (render_row)
 _SPACES = re.compile(r"(?<=(.)) +(?=(.))")
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
          ".tiff": "image/tiff", ".webp": "image/webp", ".bmp": "image/bmp"}
@@ -34,8 +35,7 @@ def parse_image(data: bytes, stem: str, scans: PageReader | None, *, suffix: str
     for number, reading in sorted(readings.items()):
         builder.end_paragraph()
         builder.location = f"p.{number}"
-        for line in join_wrapped_lines(page_lines(reading)):
-            builder.add_line(line)
+        add_scanned_lines(builder, page_lines(reading))
     blocks = builder.finish()
     if not blocks:
         pages = f"{len(readings)} page" + ("" if len(readings) == 1 else "s")
@@ -46,12 +46,30 @@ def parse_image(data: bytes, stem: str, scans: PageReader | None, *, suffix: str
         blocks=blocks, ocr_locations=sorted({b.location for b in blocks if b.location}))
 
 
+def add_scanned_lines(builder: BlockBuilder, lines: list[str]) -> None:
+    """A page's lines as OCR read them: wrapped lines joined back, and consecutive rows of cells
+    made one table (read row by row under its header, as every parser's tables are)."""
+    rows: list[str] = []
+    for line in [*join_wrapped_lines(lines), ""]:
+        if _CELL in line:
+            rows.append(line)
+            continue
+        if len(rows) > 1:
+            builder.add_block(Block("table", "\n".join(rows), location=builder.location))
+        elif rows:
+            builder.add_line(rows[0])
+        rows = []
+        builder.add_line(line)
+
+
 def page_lines(result: OcrResult) -> list[str]:
     """The page's lines, a blank one between paragraphs; a row of cells as " | "-separated
     cells (the form every parser gives a table row)."""
     lines = []
     for raw in result.text.replace("\f", "").splitlines():
-        cells = [_words(cell) for cell in _CELL_GAP.split(raw.strip())]
+        # A gap in a 縦書き column is a misread stretch, not a cell boundary.
+        parts = [raw] if result.vertical else _CELL_GAP.split(raw.strip())
+        cells = [_words(cell) for cell in parts]
         cells = [cell for cell in cells if cell]
         lines.append(render_row(cells) if len(cells) > 1 else (cells[0] if cells else ""))
     while lines and not lines[-1]:

@@ -39,6 +39,8 @@ def join_wrapped_lines(lines: Sequence[str]) -> list[str]:
 
 def _continues(previous: str, line: str, full_width: int) -> bool:
     """Whether `line` carries on the sentence `previous` was cut from."""
+    if " | " in previous or " | " in line:  # a table's row (render_row) stands alone
+        return False
     width = display_width(previous)
     if width < _MIN_WRAPPED_WIDTH or width < _FULL_LINE_SHARE * full_width:
         return False

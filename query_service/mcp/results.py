@@ -45,6 +45,11 @@ __all__ = [
 # limit is checked when the tool runs.
 Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"[^\s\x00-\x1f\x7f-\x9f\ufeff]")]
 Id = Annotated[int, msgspec.Meta(ge=1)]
+# As /v1 states it (kb_search's hits and citations), for an assistant reading the output schema.
+ReadByOcr = Annotated[bool, msgspec.Meta(description=(
+    "スキャンから文字認識（OCR）したページの箇所なら true。誤認識を含むことがあります / true "
+    "when the passage's page was read from a scan by OCR: its text may hold misread "
+    "characters"))]
 
 
 class SearchArguments(msgspec.Struct, forbid_unknown_fields=True):
@@ -88,6 +93,7 @@ class FoundPassage(msgspec.Struct):
     title: str
     heading: str
     page: str | None
+    ocr: ReadByOcr
     chunk_id: int
     document_id: int | None  # None for a learned fact (an approved correction)
     learned_fact: bool
@@ -112,6 +118,7 @@ class NumberedCitation(msgspec.Struct):
     title: str
     heading: str
     page: str | None
+    ocr: ReadByOcr
     chunk_id: int
     document_id: int | None
     learned_fact: bool
@@ -132,6 +139,7 @@ class NeighbourPassage(msgspec.Struct):
     chunk_id: int
     heading: str
     page: str | None
+    ocr: ReadByOcr
     cited: bool  # the passage asked for, not one of its neighbours
     passage: str
 
@@ -167,7 +175,7 @@ def passages_of(result: SearchResult) -> SearchPassages:
     return SearchPassages(
         query=result.query,
         passages=[FoundPassage(
-            rank=h.rank, path=h.path, title=h.title, heading=h.heading, page=h.page,
+            rank=h.rank, path=h.path, title=h.title, heading=h.heading, page=h.page, ocr=h.ocr,
             chunk_id=h.chunk_id, document_id=h.document_id, learned_fact=h.learned_fact,
             uri=passage_uri(h.document_id, h.chunk_id), passage=quoted_passage(h))
             for h in hits],
@@ -180,7 +188,7 @@ def answer_of(result: AskResult) -> Answer:
         query_id=result.query_id, answer=result.answer, found=result.found,
         verified=result.verified,
         citations=[NumberedCitation(
-            n=c.n, path=c.path, title=c.title, heading=c.heading, page=c.page,
+            n=c.n, path=c.path, title=c.title, heading=c.heading, page=c.page, ocr=c.ocr,
             chunk_id=c.chunk_id, document_id=c.document_id, learned_fact=c.learned_fact,
             quote=_quoted_citation(c)) for c in result.citations])
 
@@ -190,22 +198,22 @@ def document_passages_of(view: DocumentView) -> DocumentPassages:
         document_id=view.id, path=view.path, title=view.title,
         revision_date=view.revision_date,
         passages=[NeighbourPassage(
-            chunk_id=p.chunk_id, heading=p.heading, page=p.page, cited=p.cited,
-            passage=_quoted(n, view.path, view.title, p.heading, p.page, p.chunk_id, view.id,
-                            p.content))
+            chunk_id=p.chunk_id, heading=p.heading, page=p.page, ocr=p.ocr, cited=p.cited,
+            passage=_quoted(n, view.path, view.title, p.heading, p.page, p.ocr, p.chunk_id,
+                            view.id, p.content))
             for n, p in enumerate(view.passages, start=1)])
 
 
 def _quoted_citation(citation: Citation) -> str:
     return _quoted(citation.n, citation.path, citation.title, citation.heading, citation.page,
-                   citation.chunk_id, citation.document_id, citation.quote)
+                   citation.ocr, citation.chunk_id, citation.document_id, citation.quote)
 
 
-def _quoted(n: int, path: str, title: str, heading: str, page: str | None, chunk_id: int,
-            document_id: int | None, content: str) -> str:
+def _quoted(n: int, path: str, title: str, heading: str, page: str | None, ocr: bool,
+            chunk_id: int, document_id: int | None, content: str) -> str:
     """Document text that is not a search hit (a neighbour, a citation's quote) fenced as the
     face fences hits: the face quotes only hits, so this one is dressed as hit number `n`."""
     return quoted_passage(SearchHit(
         rank=n, chunk_id=chunk_id, document_id=document_id, source_uri=path, path=path,
-        title=title, heading=heading, page=page, chunk_index=0, content=content, score=0.0,
-        ranks=Ranks(vector=None, keyword=None)))
+        title=title, heading=heading, page=page, ocr=ocr, chunk_index=0, content=content,
+        score=0.0, ranks=Ranks(vector=None, keyword=None)))

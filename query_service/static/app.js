@@ -186,6 +186,22 @@ function whereIn(passage) {
   return [passage.heading, passage.page].filter(Boolean).join(" ・ ");
 }
 
+// What a passage read from a scan (`ocr`) says beside its page: its text may hold misread
+// characters.
+const OCR_NOTE = "スキャンから文字認識したページです。誤認識を含むことがあります。";
+
+// A passage's heading and page, with a quiet 「OCR」 mark when its page was read from a scan
+// (the note in its tooltip, and for a screen reader in its text).
+function whereLine(passage) {
+  const where = whereIn(passage);
+  if (!where && !passage.ocr) return null;
+  const ocr = passage.ocr
+    ? el("span", { class: "ocr", title: OCR_NOTE }, "OCR",
+        el("span", { class: "visually-hidden", textContent: `（${OCR_NOTE}）` }))
+    : null;
+  return el("div", { class: "where" }, where, ocr);
+}
+
 // A passage opens its document; a learned fact (an approved correction) has none to open.
 function sourceLink(c) {
   if (c.learned_fact) return null;
@@ -222,7 +238,7 @@ function citationCard(c) {
       el("strong", { class: "title", textContent: c.title }),
       c.learned_fact ? el("span", { class: "badge", textContent: "利用者による訂正" }) : null),
     c.learned_fact ? null : el("div", { class: "path", textContent: c.path }),
-    whereIn(c) ? el("div", { class: "where", textContent: whereIn(c) }) : null,
+    whereLine(c),
     quoteBlock(c),
     sourceLink(c));
 }
@@ -411,7 +427,7 @@ async function openSource(documentId, chunkId, quote) {
   const passages = $("source-passages");
   passages.replaceChildren(...doc.passages.map((p) =>
     el("section", { class: p.cited ? "passage cited" : "passage" },
-      el("div", { class: "where", textContent: whereIn(p) }),
+      whereLine(p),
       el("p", {}, ...(p.cited ? markedText(p.content, quote) : [p.content])))));
   const download = $("source-download");
   download.hidden = !doc.original_url;

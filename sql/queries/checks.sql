@@ -54,7 +54,8 @@ LIMIT 20;
 SELECT path FROM documents WHERE access_rule IS NULL ORDER BY path;
 
 -- name: open_failures
+-- A document skipped for want of text (a blank scan) is no failure: `kb ingest` says so instead.
 SELECT DISTINCT ON (source_uri) path, stage, error, failed_at
 FROM ingestion_failures
-WHERE resolved_at IS NULL
+WHERE resolved_at IS NULL AND NOT skipped
 ORDER BY source_uri, failed_at DESC;

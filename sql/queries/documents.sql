@@ -8,8 +8,8 @@ WHERE d.id = %(id)s AND d.allowed_groups && %(groups)s::text[];
 
 -- name: passages_around_chunk
 -- The passage `chunk_id` of document `id` and its neighbours, each filtered by the caller's
--- groups like search is.
-SELECT c.id AS chunk_id, c.chunk_index, c.heading, c.location AS page, c.content,
+-- groups like search is; `ocr` when a passage's page was read from a scan.
+SELECT c.id AS chunk_id, c.chunk_index, c.heading, c.location AS page, c.ocr, c.content,
        c.id = %(chunk_id)s AS cited
 FROM chunks target
 JOIN chunks c ON c.document_id = target.document_id

@@ -205,8 +205,9 @@ LIMIT %(leg_limit)s;
 -- name: passages
 -- What a search shows of the passages it chose (`ids`), learned facts cited as what they are:
 -- an employee's correction, approved by a reviewer. The legs may have run on two connections,
--- in snapshots a moment apart, so each passage's groups are checked once more.
-SELECT c.id, d.id, d.source_uri, d.path, d.title, c.heading, c.location, c.chunk_index,
+-- in snapshots a moment apart, so each passage's groups are checked once more. `ocr`: the
+-- passage's page was read from a scan (sql/018_ocr.sql); a learned fact was typed, not read.
+SELECT c.id, d.id, d.source_uri, d.path, d.title, c.heading, c.location, c.ocr, c.chunk_index,
        c.content, false AS learned
 FROM chunks c
 JOIN documents d ON d.id = c.document_id
@@ -215,7 +216,7 @@ UNION ALL
 SELECT l.id, NULL, 'kb-correction:' || r.id, '利用者による訂正 #' || r.id,
        '利用者による訂正（承認済み）',
        '承認: ' || r.reviewed_by || '（' || to_char(r.reviewed_at, 'YYYY-MM-DD') || '）',
-       NULL, 0, r.correction, true
+       NULL, false, 0, r.correction, true
 FROM learned_facts l
 JOIN corrections r ON r.id = l.correction_id AND r.status = 'approved'  -- decided meanwhile
 WHERE l.id = ANY(%(ids)s::bigint[]) AND l.allowed_groups && %(groups)s::text[];

@@ -133,6 +133,7 @@ async def test_a_correction_reaches_nobody_until_approved_then_only_its_document
     assert approved.status_code == 200, approved.text
     facts = await learned(client, tokens["colleague"])
     assert facts, "the approved correction is found by the next employee"
+    assert all(f["ocr"] is False for f in facts)  # typed by an employee, not read from a scan
     cited = [f for f in facts if "quote" in f]
     assert cited and cited[0]["title"] == "利用者による訂正（承認済み）"
     assert cited[0]["heading"].startswith("承認: reviewer（")

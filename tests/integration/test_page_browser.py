@@ -19,13 +19,21 @@ import pytest
 from kb_core.database import connect
 from kb_core.settings import REPO_ROOT
 from tests.fake_oidc import CLIENT_ID, FakeOidcProvider, fake_oidc_provider
-from tests.web_app import HOLIDAY_QUESTION, free_port, index_corpus, served, web_app
+from tests.web_app import (
+    HOLIDAY_QUESTION,
+    document_id,
+    free_port,
+    index_corpus,
+    served,
+    web_app,
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = REPO_ROOT / "tests" / "screenshots"
 # Test configuration, not the product's: the product reads its variables in kb_core/settings.
 REQUIRE_BROWSER = os.environ.get("KB_REQUIRE_BROWSER") == "1"
 REVIEWERS = "kb-reviewers"
+OCR_NOTE = "スキャンから文字認識したページです。誤認識を含むことがあります。"  # the mark's tooltip
 # Asks two things of one regulation: answered part by part (Deep mode, `auto`).
 DEEP_QUESTION = "育児休業と介護休業の申請期限は？"
 # Everything the status line and the parts' lines show, in order, however fast the stream:
@@ -212,6 +220,46 @@ def test_a_card_shows_the_quoted_sentence_highlighted_in_its_context_and_the_sou
                               " return r.top >= 0 && r.bottom <= window.innerHeight; }")
     assert in_view
     _screenshot(page, "source-at-quote")
+
+
+def test_a_passage_read_from_a_scan_is_marked_ocr_beside_its_page_and_no_other_is(
+    service, browser, provider, settings
+):
+    with connect(settings.database_url, autocommit=True) as conn:  # as a scan's passages are
+        conn.execute("UPDATE chunks SET ocr = true, location = 'p.1' WHERE document_id = %s",
+                     (document_id(conn, "休暇規程.md"),))
+    provider.user = {"sub": "emp-1003", "name": "伊藤 恵", "groups": ["all-employees"]}
+    page = browser.new_page(viewport={"width": 1280, "height": 860}, locale="ja-JP")
+    _sign_in(page, service)
+    _ask(page, HOLIDAY_QUESTION)
+    page.locator("#feedback").wait_for()
+    card = page.locator("#citations .card").first
+    where = card.locator(".where")
+    assert "第2条（年次有給休暇の申請） ・ p.1" in where.inner_text()
+    badge = where.locator(".ocr")
+    assert badge.is_visible() and badge.evaluate("b => b.firstChild.textContent") == "OCR"
+    assert badge.get_attribute("title") == OCR_NOTE
+    # Quiet: smaller and no darker than the page line it sits on.
+    size, color = badge.evaluate("b => [parseFloat(getComputedStyle(b).fontSize), "
+                                 "getComputedStyle(b).color]")
+    assert size < float(where.evaluate("w => parseFloat(getComputedStyle(w).fontSize)"))
+    assert color == where.evaluate("w => getComputedStyle(w).color")
+    _screenshot(page, "ocr-citation-desktop")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    card.screenshot(path=str(SCREENSHOTS / "ocr-citation-card.png"))
+
+    card.get_by_role("link", name="原文を開く").click()
+    dialog = page.locator("dialog#source")
+    dialog.wait_for()
+    shown = dialog.locator(".passage")
+    assert shown.count() >= 2 and dialog.locator(".passage .where .ocr").count() == shown.count()
+    _screenshot(page, "ocr-source-desktop")
+    dialog.get_by_role("button", name="閉じる").click()
+
+    _ask(page, "社員食堂の営業時間は？")  # answered from a document's own text
+    page.locator("#feedback").wait_for()
+    assert "案内" in page.locator("#citations .card").first.inner_text()
+    assert page.locator("#citations .ocr").count() == 0
 
 
 def test_the_browser_is_refused_forged_and_expired_sessions_missing_csrf_tokens_replayed_states_and_other_sites(  # noqa: E501

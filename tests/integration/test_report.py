@@ -73,8 +73,9 @@ def hand_made_answer(text: str, found: bool, verified: bool, warnings: list[str]
     return AskResult(query_id="q", answer=text, found=found, verified=verified,
                      warnings=warnings, answerer="hand-made", took_ms=0.0,
                      citations=[Citation(n=n, passage=n, source_uri=uri, path=uri, title="",
-                                         heading="", page=None, chunk_id=n, document_id=n,
-                                         quote="", context_before="", context_after="")
+                                         heading="", page=None, ocr=False, chunk_id=n,
+                                         document_id=n, quote="", context_before="",
+                                         context_after="")
                                 for n, uri in enumerate(cited, start=1)])
 
 

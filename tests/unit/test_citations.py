@@ -53,12 +53,14 @@ GIVEN = [LEAVE, TRAVEL, EXPENSES]
 QUESTION = "有給休暇は何日前までに申請が必要ですか"
 
 
-def finished(answer: Answer, passages: list[Passage] = GIVEN,
-             question: str = QUESTION) -> AskResult:
-    """The `kb ask` result of `answer` given `passages` as retrieved, by Asker.finish."""
+def finished(answer: Answer, passages: list[Passage] = GIVEN, question: str = QUESTION,
+             read_by_ocr: frozenset[int] = frozenset()) -> AskResult:
+    """The `kb ask` result of `answer` given `passages` as retrieved, by Asker.finish; the
+    chunks `read_by_ocr` came from scans."""
     hits = [SearchHit(rank=p.n, chunk_id=p.chunk_id, document_id=p.n, source_uri=p.path,
-                      path=p.path, title=p.title, heading=p.heading, page=p.page, chunk_index=0,
-                      content=p.content, score=1.0, ranks=Ranks(vector=p.n, keyword=p.n))
+                      path=p.path, title=p.title, heading=p.heading, page=p.page,
+                      ocr=p.chunk_id in read_by_ocr, chunk_index=0, content=p.content,
+                      score=1.0, ranks=Ranks(vector=p.n, keyword=p.n))
             for p in passages]
     prepared = PreparedAnswer(SearchResult(query=question, took_ms=0.0, hits=hits), passages,
                               evidence_found=True, reason=None, started=time.perf_counter(),
@@ -90,6 +92,13 @@ def test_a_number_that_points_at_no_passage_is_kept_for_verification_to_name():
     result = finished(answer_from_text("宿泊費は実費です[9]。差額は自己負担です[2]。", "llm"))
     assert "citation [9] points at no passage" in result.warnings
     assert [(c.n, c.passage) for c in result.citations] == [(1, 2)]
+
+
+def test_a_citation_says_whether_its_passage_was_read_from_a_scan():
+    result = finished(answer_from_text("宿泊費は実費です[2]。申請は3営業日前までです[1]。", "llm"),
+                      read_by_ocr=frozenset({TRAVEL.chunk_id}))
+    assert [(c.n, c.chunk_id, c.ocr) for c in result.citations] == [
+        (1, TRAVEL.chunk_id, True), (2, LEAVE.chunk_id, False)]
 
 
 MARKED = st.lists(st.one_of(st.sampled_from(["[1]", "[2]", "[3]", "［２］", "[1, 3]", "[7]",

@@ -25,6 +25,7 @@ ASSETS = {
     "chunks": ("ingestion", "documents", {"parsed_documents"}),
     "chunk_embeddings": ("ingestion", "documents", {"chunks"}),
     "search_index": ("ingestion", "documents", {"chunk_embeddings"}),
+    "scanned_pages": ("scans", "documents", set()),
     "retrieval_evaluation": ("evaluation", None, {"search_index", "published_generation"}),
     "generation_search_indexes": ("generations", "generations", set()),
     "generation_evaluation": ("generations", "generations", {"generation_search_indexes"}),
@@ -64,14 +65,16 @@ JOBS = {
         *INDEX_CHECK_OPS}),
     "evaluate_generation": ("generations", {
         "generation_search_indexes", "generation_evaluation", "published_generation"}),
+    "read_scans": ("documents", {"scanned_pages"}),
     "discard_generation": (None, {"discard_generation_op"}),
     "index_learned_facts": (None, {"learned_facts"}),
 }
 OPS = {*(op for _, ops in JOBS.values() for op in ops), "retrieval_evaluation"}
-POOLS = {"chunk_embeddings": "embedding"}  # op: its concurrency pool; the other ops have none
+# op: its concurrency pool; the other ops have none
+POOLS = {"chunk_embeddings": "embedding", "scanned_pages": "ocr"}
 # sensor: (what it targets: jobs, or assets for an automation sensor)
 SENSORS = {
-    "docs_folder_sensor": {"ingest_documents", "evaluate_generation"},
+    "docs_folder_sensor": {"ingest_documents", "read_scans", "evaluate_generation"},
     "learned_facts_sensor": {"index_learned_facts"},
     "evaluation_automation": {"retrieval_evaluation"},
 }

@@ -385,8 +385,8 @@ def answered(text: str, *passages: tuple[str, str, str],
     """The `kb ask` result of an answer `text` given `passages` as [1], [2], ...: citations and
     verification by Asker.finish, as the service does it."""
     hits = [SearchHit(rank=n, chunk_id=n, document_id=n, source_uri=f"{DOCS}/{path}", path=path,
-                      title=title, heading="", page=None, chunk_index=0, content=content,
-                      score=1.0, ranks=Ranks(vector=n, keyword=n))
+                      title=title, heading="", page=None, ocr=False, chunk_index=0,
+                      content=content, score=1.0, ranks=Ranks(vector=n, keyword=n))
             for n, (path, title, content) in enumerate(passages, start=1)]
     given = [Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title, heading="",
                      page=None, content=h.content) for h in hits]

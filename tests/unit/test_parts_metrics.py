@@ -27,7 +27,7 @@ BOTH = ("【育児休業】\n休業開始予定日の1か月前までに申し�
 
 def cited(n: int, path: str) -> Citation:
     return Citation(n=n, passage=n, source_uri=f"{DOCS}/{path}", path=path, title="",
-                    heading="", page=None, chunk_id=n, document_id=n, quote="",
+                    heading="", page=None, ocr=False, chunk_id=n, document_id=n, quote="",
                     context_before="", context_after="")
 
 
