@@ -55,6 +55,7 @@ class Index(msgspec.Struct):
     documents: int
     chunks: int
     failures: int  # files whose last ingest failed (`kb failures`)
+    waiting_for_ocr: int  # scans whose pages wait for the OCR step (docs/ocr.md)
     groups: dict[str, int]  # documents each group sees
     visible_to_nobody: int
 
@@ -122,7 +123,7 @@ def _database(settings: Settings) -> tuple[Database, str | None]:
     if not database.running:
         return database, None
     with connect(url, autocommit=True) as conn:
-        database.size_bytes = conn.execute(query("status_counts")).fetchone()[3]
+        database.size_bytes = conn.execute(query("status_counts")).fetchone()[4]
     return database, url
 
 
@@ -152,10 +153,11 @@ def _index(conn: psycopg.Connection, status: Status) -> None:
     if building is not None:
         status.rebuild = Generation(building.id, building.state, None,
                                     building.pipeline_version)
-    documents, chunks, failures, _ = conn.execute(query("status_counts")).fetchone()
+    documents, chunks, failures, waiting, _ = conn.execute(query("status_counts")).fetchone()
     groups = dict(conn.execute(query("status_groups")).fetchall())
     status.index = Index(documents=documents, chunks=chunks, failures=failures,
-                         visible_to_nobody=groups.pop("", 0), groups=groups)
+                         waiting_for_ocr=waiting, visible_to_nobody=groups.pop("", 0),
+                         groups=groups)
 
 
 def _sensor(instance: dg.DagsterInstance) -> Sensor:
@@ -216,7 +218,9 @@ def _table(status: Status) -> Table:
     if status.index:
         ix = status.index
         table.add_row("documents", f"{ix.documents} ({ix.chunks} chunks), {ix.failures} failed"
-                      + (" (kb failures)" if ix.failures else ""))
+                      + (" (kb failures)" if ix.failures else "")
+                      + (f", {ix.waiting_for_ocr} scans waiting for OCR"
+                         if ix.waiting_for_ocr else ""))
         groups = ", ".join(f"{g} {n}" for g, n in ix.groups.items()) or "-"
         table.add_row("groups", groups + (f"; visible to nobody: {ix.visible_to_nobody}"
                                           if ix.visible_to_nobody else ""))

@@ -2,7 +2,7 @@
 engine in real Dagster runs over a real PostgreSQL. Ingestion hands a scan to the read_scans
 job and takes it back from the OCR cache; a rebuild reads no page again and a changed page alone
 is read again; a page over its time limit fails its document alone; without the engine, scans
-wait for it and are read once it is there.
+wait for it and are read once it is there; `kb ingest` reads a scan with the network blocked.
 
 They need the engine and a Japanese font: tests/ocr_needs.py."""
 
@@ -21,6 +21,7 @@ from kb_eval.scans import render_pages
 from kb_pipeline.defs.scans.assets import scanned_pages
 from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process
+from tests.integration.test_cli import _installation, _remove, kb_json
 from tests.integration.test_hostile_files import failures, tick
 from tests.ocr_needs import need_engine
 
@@ -190,3 +191,20 @@ def test_scans_wait_for_the_engine_and_are_read_once_it_is_installed(
     summary = ingest_paths([folder], ("staff",), settings, instance)
     assert summary.ingested == 1 and not summary.waiting_for_ocr
     assert "社員食堂" in "".join(c for _, c, _ in passages(conn, "waiting/お知らせ.png"))
+
+
+@pytest.mark.timeout(600)
+def test_kb_ingest_reads_a_scan_offline_and_search_says_ocr(engine, tmp_path):
+    env, home = _installation()  # the default embedder, the network blocked
+    folder = tmp_path / "offline"
+    folder.mkdir()
+    (folder / "お知らせ.png").write_bytes(png(NOTICE))
+    try:
+        ingested = kb_json(env, "ingest", str(folder), "--groups", "all-employees")
+        assert (ingested["ingested"], ingested["failed"]) == (1, [])
+        hits = kb_json(env, "search", "社員食堂はいつ休業しますか", "--groups",
+                       "all-employees")["hits"]
+        assert (hits[0]["path"], hits[0]["page"], hits[0]["ocr"]) == (
+            "offline/お知らせ.png", "p.1", True)
+    finally:
+        _remove(env, home)
