@@ -41,8 +41,8 @@ class CachedPages:
         total = 0
         for page in pages:
             total += 1
-            cached = engine and _cached(self._conn, page, engine)
-            if cached:
+            cached = _cached(self._conn, page, engine) if engine else None
+            if cached is not None:
                 found[page.number] = cached
         if len(found) < total:
             reason = (f"the OCR engine is not installed ({', '.join(missing)} missing): "
@@ -83,7 +83,7 @@ class EnginePages:
         try:
             result = read_image(page.image, self.limits.page_timeout_s)
         except OcrError as exc:
-            raise type(exc)(f"page {page.number}: {exc}") from exc
+            raise OcrError(f"page {page.number}: {exc}") from exc
         seconds = time.monotonic() - started
         self._conn.execute(query("save_ocr_page"), {
             "sha256": page.sha256, "engine": engine, "dpi": page.dpi, "text": result.text,

@@ -61,10 +61,18 @@ class EngineMissing(OcrError):
     """The engine or one of its models is not installed: documents wait for it."""
 
 
+class _PageTimeout(OcrError):
+    """The page's time (KB_OCR_PAGE_TIMEOUT_S) ran out."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"reading the page took over {seconds:g} s (KB_OCR_PAGE_TIMEOUT_S)")
+
+
 @dataclass(frozen=True)
 class OcrResult:
-    """What the engine read on one page: its text (lines; a blank line between paragraphs),
-    the mean word confidence (0–100, None without words) and whether it was 縦書き."""
+    """What the engine read on one page: its text (lines as it gave them), the mean word
+    confidence (0–100, None without words), whether it was 縦書き, and the clockwise turn that
+    righted it."""
 
     text: str
     confidence: float | None
@@ -84,7 +92,7 @@ def engine_identity() -> str:
     """The engine's version and a digest of its models: part of each cached page's key, so an
     upgraded engine or model reads pages anew."""
     _require()
-    version = _run([_tesseract_path(), "--version"], timeout_s=30).stdout.splitlines()[0]
+    version = _run([_tesseract_path(), "--version"]).stdout.splitlines()[0]
     digest = hashlib.sha256()
     for lang in _LANGUAGES:
         # A model's size and head tell its versions apart without reading megabytes each time
@@ -129,7 +137,7 @@ def _read_upright(upright: Image.Image, turn: int, layout: Layout, folder: Path,
     # lines better than full layout analysis (--psm 3) on generated scans (docs/ocr.md).
     model = ["-l", "jpn_vert", "--psm", "5"] if layout.vertical else ["-l", "jpn", "--psm", "6"]
     _run([_tesseract_path(), str(page), str(out), *model, "-c", "preserve_interword_spaces=1",
-          "txt", "tsv"], timeout_s=deadline.left())
+          "txt", "tsv"], deadline)
     text = out.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
     confidence = _confidence(out.with_suffix(".tsv").read_text(encoding="utf-8",
                                                                errors="replace"))
@@ -144,8 +152,7 @@ class _Deadline:
     def left(self) -> float:
         left = self._end - time.monotonic()
         if left <= 0:
-            raise OcrError(f"reading the page took over {self.seconds:g} s "
-                           "(KB_OCR_PAGE_TIMEOUT_S)")
+            raise _PageTimeout(self.seconds)
         return left
 
 
@@ -153,10 +160,10 @@ def _orientation(page: Path, deadline: _Deadline) -> int | None:
     """The clockwise rotation (0, 90, 180, 270) that rights the page; None when orientation
     detection is unsure, or finds too little text to judge (it then exits with an error)."""
     try:
-        found = _run([_tesseract_path(), str(page), "-", "--psm", "0"], timeout_s=deadline.left())
-    except OcrError as exc:
-        if "took over" in str(exc):
-            raise
+        found = _run([_tesseract_path(), str(page), "-", "--psm", "0"], deadline)
+    except _PageTimeout:
+        raise
+    except OcrError:
         return None
     rotate = _ROTATE.search(found.stdout)
     confidence = _ORIENTATION_CONFIDENCE.search(found.stdout)
@@ -179,14 +186,19 @@ def _confidence(tsv: str) -> float | None:
     return round(weighted / chars, 1) if chars else None
 
 
-def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+def _run(command: list[str], deadline: _Deadline | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    """Run the engine within what is left of a page's `deadline` (else 30 s: a question to
+    it, such as its version, answers at once)."""
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}  # one core: searches keep the other
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                              env=env, preexec_fn=_lower_priority, check=False)
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=deadline.left() if deadline else 30, env=env,
+                              preexec_fn=_lower_priority, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise OcrError(f"reading the page took over {exc.timeout:g} s "
-                       "(KB_OCR_PAGE_TIMEOUT_S)") from exc
+        if deadline is None:
+            raise OcrError(f"tesseract did not answer within {exc.timeout:g} s") from exc
+        raise _PageTimeout(deadline.seconds) from exc
     except OSError as exc:
         raise EngineMissing(f"cannot run tesseract: {exc.strerror or exc}") from exc
     if done.returncode != 0:
@@ -221,12 +233,12 @@ def _tesseract_path() -> str:
 
 def _installed_languages() -> frozenset[str]:
     # Not cached: the sensor asks on every tick, so models installed meanwhile are found.
-    listed = _run([_tesseract_path(), "--list-langs"], timeout_s=30)
+    listed = _run([_tesseract_path(), "--list-langs"])
     return frozenset(line.strip() for line in listed.stdout.splitlines()[1:] if line.strip())
 
 
 def _model_path(lang: str) -> Path:
-    listed = _run([_tesseract_path(), "--list-langs"], timeout_s=30).stdout.splitlines()[0]
+    listed = _run([_tesseract_path(), "--list-langs"]).stdout.splitlines()[0]
     folder = re.search(r'"(.+?)"', listed)
     if folder is None:
         raise EngineMissing(f"cannot tell where tesseract keeps its models: {listed}")

@@ -46,11 +46,13 @@ UPDATE chunk_vectors SET allowed_groups = %(groups)s
 WHERE chunk_id IN (SELECT id FROM passages);
 
 -- name: forget_sources
--- A deleted file leaves the index, the catalogue and the staging area.
+-- A deleted file leaves the index, the catalogue, the staging area and the wait for OCR.
 WITH gone AS (
     DELETE FROM document_sources WHERE source_uri = ANY(%(uris)s)
 ), staged AS (
     DELETE FROM staged_documents WHERE source_uri = ANY(%(uris)s)
+), waiting AS (
+    DELETE FROM ocr_waiting WHERE source_uri = ANY(%(uris)s)
 ), failures AS (
     UPDATE ingestion_failures SET resolved_at = now()
     WHERE source_uri = ANY(%(uris)s) AND resolved_at IS NULL

@@ -44,8 +44,10 @@ def docs_folder_sensor(
 ) -> dg.SensorResult:
     """Watch KB_DOCS_DIRS: register new files, launch runs for changed ones (a few runs over
     ranges of partitions), re-permission documents whose access rule changed and remove deleted
-    files from the index. Unchanged files launch nothing. After a pipeline change, also drive
-    the rebuild of every document into a new generation and its evaluation."""
+    files from the index. Unchanged files launch nothing. Scans whose pages wait for OCR go to
+    a read_scans run (one at a time), and are ingested again once it has read them. After a
+    pipeline change, also drive the rebuild of every document into a new generation and its
+    evaluation."""
     settings = Settings.from_env()
     version = pipeline_version(embedder.get())
     plan = IngestPlan()
