@@ -37,8 +37,7 @@ __all__ = ["WorkDisplay", "live_display"]
 _TOTALS = {"files": "files", "to_read": "pages", "to_embed": "passages",
            "questions": "questions"}
 _DONE = {"unchanged": "files", "indexed": "files", "failed": "files", "skipped": "files",
-         "page_read": "pages",
-         "embedded": "passages", "question": "questions"}
+         "page_read": "pages", "embedded": "passages", "question": "questions"}
 # Runs finish files in batches (a run parses all its files, then embeds, then indexes), so
 # the rate behind the ETA is averaged over minutes, not rich's default 30 s.
 _RATE_WINDOW_S = 600.0

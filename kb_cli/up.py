@@ -25,7 +25,7 @@ from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
 from kb_core.migrations import prepare_database
 from kb_core.settings import REPO_ROOT, Settings
 from kb_pipeline.dagster_home import dagster_instance
-from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
+from kb_pipeline.ocr import missing_engine
 
 __all__ = ["run"]
 
@@ -94,10 +94,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                      ", ".join(map(str, settings.docs_dirs)))
             log.info("the folder sensor ingests new and changed documents; Ctrl-C, SIGTERM "
                      "or SIGHUP stops everything")
-            if missing := missing_parts():
-                log.warning("scanned PDFs and images wait for OCR, which is not installed (%s "
-                            "missing): apt-get install %s; the folder sensor reads them at its "
-                            "first tick after that", ", ".join(missing), " ".join(DEBIAN_PACKAGES))
+            if missing := missing_engine():
+                log.warning("scanned PDFs and images wait for OCR: %s; the folder sensor reads "
+                            "them at its first tick after that", missing)
         return _supervise(children, signals, settings, logs, errors)
     finally:
         stopping = time.monotonic()

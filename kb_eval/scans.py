@@ -57,6 +57,7 @@ import msgspec
 import pypdfium2 as pdfium
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
+from kb_eval.questions import holds_answer
 from kb_pipeline.parsing import ParseError, parse_document
 
 __all__ = [
@@ -448,9 +449,8 @@ def scan_jaquad(jaquad: Path, articles: int, out_dir: Path, mix: PageMix, rng: r
 def _answer_page_type(answer: str, pages: list[ScanPage]) -> str:
     """The type of the first page that prints `answer` whole: horizontal, vertical or turned
     (scanned sideways or upside down); "across pages" when a page break cuts it."""
-    wanted = "".join(answer.split())
     for page in pages:
-        if wanted in "".join(page.text.split()):
+        if holds_answer(page.text, answer):  # as kb eval tells a passage that holds it
             if page.rotation:
                 return "turned"
             return "vertical" if page.vertical else "horizontal"

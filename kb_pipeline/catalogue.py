@@ -293,7 +293,8 @@ def _refuse(
     conn.execute(
         query("record_failure"),
         {"uri": str(file), "path": display_path(root, file), "checksum": checksum,
-         "stage": "raw_documents", "version": pipeline_version, "error": error, "run_id": None},
+         "stage": "raw_documents", "version": pipeline_version, "error": error, "run_id": None,
+         "skipped": False},
     )
 
 

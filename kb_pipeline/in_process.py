@@ -35,7 +35,7 @@ from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
 from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
-from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
+from kb_pipeline.ocr import missing_engine
 from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.rebuilds import stale_keys
 from kb_pipeline.run_workers import execute_runs
@@ -131,17 +131,17 @@ def _read_scans(settings: Settings, instance: dg.DagsterInstance, database_url: 
     from the cache; none while the engine is not installed (they stay waiting)."""
     with connect(database_url, autocommit=True) as conn:
         scans = waiting_scans(conn) & set(uris)
-    if not scans or missing_parts():
+    if not scans or missing_engine():
         return []
     job = make_definitions(settings).resolve_job_def(READ_SCANS_JOB.name)
+    ranges = [range_tags(first, last) for first, last in partition_ranges(ordered, scans)]
     runs = []
-    for first, last in partition_ranges(ordered, scans):
+    for tags in ranges:
         result = job.execute_in_process(
-            instance=instance, tags={**range_tags(first, last), **process_tags()},
-            run_config=IN_PROCESS_LOGGING, raise_on_error=False)
+            instance=instance, tags={**tags, **process_tags()}, run_config=IN_PROCESS_LOGGING,
+            raise_on_error=False)
         runs.append((result.run_id, result.success))
-    return runs + execute_runs(settings, instance, [
-        range_tags(first, last) for first, last in partition_ranges(ordered, scans)])
+    return runs + execute_runs(settings, instance, ranges)
 
 
 def register_paths(
@@ -239,8 +239,8 @@ def _summarize(
     failed = [IngestFailure(uri, error) for uri, error in sorted(failures.items())]
     if waiting:
         plan.warnings.append(
-            f"{len(waiting)} scans wait for OCR, not installed: apt-get install "
-            f"{' '.join(DEBIAN_PACKAGES)}; the folder sensor reads them once it is")
+            f"{len(waiting)} scans wait for OCR: {missing_engine() or 'not read yet'}; the "
+            "folder sensor reads them once it can")
     for uri in plan.changed:
         if uri in blank or uri in waiting:
             continue

@@ -26,7 +26,7 @@ from kb_core.settings import OcrSettings
 from kb_pipeline.access import AccessError, DocumentAccess, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
 from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document, embedding_views
-from kb_pipeline.ocr import AwaitingOcr, OcrError, missing_parts
+from kb_pipeline.ocr import AwaitingOcr, OcrError, missing_engine
 from kb_pipeline.ocr.cache import CachedPages, EnginePages
 from kb_pipeline.parsing import (
     PARSER_VERSION,
@@ -109,14 +109,7 @@ def _fail(
     conn: psycopg.Connection, scope: RunScope, report: StageReport, uri: str, stage: str,
     error: str, checksum: str | None,
 ) -> None:
-    path = conn.execute(query("source_of"), {"uri": uri}).fetchone()
-    with conn.transaction():
-        conn.execute(query("unstage"), {"uri": uri, "run_id": scope.run_id})
-        conn.execute(
-            query("record_failure"),
-            {"uri": uri, "path": path[1] if path else uri, "checksum": checksum, "stage": stage,
-             "version": scope.version, "error": error, "run_id": scope.run_id},
-        )
+    _record(conn, scope, uri, stage, error, checksum, skipped=False)
     log.error("%s failed at %s: %s", uri, stage, error)
     report.failed.append((uri, error))
     report_progress("failed", uri)
@@ -128,18 +121,28 @@ def _skip(
 ) -> None:
     """Record a document with nothing to index (a blank scan): like a failure, it is not tried
     again until its bytes change, but it is no error."""
-    path = conn.execute(query("source_of"), {"uri": uri}).fetchone()
-    with conn.transaction():
-        conn.execute(query("unstage"), {"uri": uri, "run_id": scope.run_id})
-        conn.execute(query("resolve_failures"), {"uri": uri})
-        conn.execute(
-            query("record_skipped"),
-            {"uri": uri, "path": path[1] if path else uri, "checksum": checksum, "stage": stage,
-             "version": scope.version, "error": reason, "run_id": scope.run_id},
-        )
+    _record(conn, scope, uri, stage, reason, checksum, skipped=True)
     log.info("%s skipped: %s", uri, reason)
     report.add("without_text", 1)
     report_progress("skipped", uri)
+
+
+def _record(
+    conn: psycopg.Connection, scope: RunScope, uri: str, stage: str, error: str,
+    checksum: str | None, *, skipped: bool,
+) -> None:
+    """Take `uri` out of this run and record why in ingestion_failures."""
+    path = conn.execute(query("source_of"), {"uri": uri}).fetchone()
+    with conn.transaction():
+        conn.execute(query("unstage"), {"uri": uri, "run_id": scope.run_id})
+        if skipped:  # the failures lists read the latest row that is no skip
+            conn.execute(query("resolve_failures"), {"uri": uri})
+        conn.execute(
+            query("record_failure"),
+            {"uri": uri, "path": path[1] if path else uri, "checksum": checksum, "stage": stage,
+             "version": scope.version, "error": error, "run_id": scope.run_id,
+             "skipped": skipped},
+        )
 
 
 def _await_ocr(
@@ -271,16 +274,14 @@ def read_scanned_pages(conn: psycopg.Connection, scope: RunScope, ocr: OcrSettin
     scan that breaks a limit or that the engine cannot read fails here, alone."""
     report = StageReport()
     waiting = conn.execute(query("waiting_of"), {"uris": scope.keys}).fetchall()
-    missing = missing_parts()
+    missing = missing_engine()
     if missing:  # they stay waiting, to be read once the engine is installed
-        log.warning("%d scans wait for the OCR engine (%s missing)", len(waiting),
-                    ", ".join(missing))
+        log.warning("%d scans wait: %s", len(waiting), missing)
         report.add("waiting_for_engine", len(waiting))
         return report
-    report_progress("to_read", count=sum(
-        row[0] for row in conn.execute(query("unread_of"), {"uris": scope.keys})))
+    report_progress("to_read", count=sum(unread for _, _, unread in waiting))
     confidences: list[float] = []
-    for uri, checksum in waiting:
+    for uri, checksum, _ in waiting:
         pages = EnginePages(conn, ocr, uri)
         try:
             data = Path(uri).read_bytes()

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from kb_eval.scans import FontMissingError, find_cjk_font
-from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
+from kb_pipeline.ocr import missing_engine
 
 __all__ = ["need_engine", "need_font"]
 
@@ -24,9 +24,8 @@ def need_font() -> None:
 
 def need_engine() -> None:
     need_font()
-    if missing := missing_parts():
-        _missing(f"the OCR engine lacks {', '.join(missing)} "
-                 f"(apt-get install {' '.join(DEBIAN_PACKAGES)})")
+    if missing := missing_engine():
+        _missing(missing)
 
 
 def _missing(message: str) -> None:

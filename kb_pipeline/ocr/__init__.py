@@ -9,17 +9,15 @@ from typing import Protocol
 
 from kb_core.settings import OcrSettings
 from kb_pipeline.ocr.engine import (
-    DEBIAN_PACKAGES,
     EngineMissing,
     OcrError,
     OcrResult,
     engine_identity,
-    missing_parts,
+    missing_engine,
 )
 from kb_pipeline.ocr.pages import IMAGE_SUFFIXES, PageImage, image_pages, pdf_pages
 
 __all__ = [
-    "DEBIAN_PACKAGES",
     "IMAGE_SUFFIXES",
     "AwaitingOcr",
     "EngineMissing",
@@ -29,7 +27,7 @@ __all__ = [
     "PageReader",
     "engine_identity",
     "image_pages",
-    "missing_parts",
+    "missing_engine",
     "pdf_pages",
 ]
 

@@ -13,11 +13,10 @@ from kb_core.queries import query
 from kb_core.settings import OcrSettings
 from kb_pipeline.ocr import AwaitingOcr
 from kb_pipeline.ocr.engine import (
-    DEBIAN_PACKAGES,
     OcrError,
     OcrResult,
     engine_identity,
-    missing_parts,
+    missing_engine,
     read_image,
 )
 from kb_pipeline.ocr.pages import PageImage
@@ -35,7 +34,7 @@ class CachedPages:
         self._conn = conn
 
     def read(self, pages: Iterable[PageImage]) -> dict[int, OcrResult]:
-        missing = missing_parts()
+        missing = missing_engine()
         engine = None if missing else engine_identity()
         found: dict[int, OcrResult] = {}
         total = 0
@@ -45,10 +44,7 @@ class CachedPages:
             if cached is not None:
                 found[page.number] = cached
         if len(found) < total:
-            reason = (f"the OCR engine is not installed ({', '.join(missing)} missing): "
-                      f"apt-get install {' '.join(DEBIAN_PACKAGES)}" if missing
-                      else "not read yet")
-            raise AwaitingOcr(total - len(found), total, reason)
+            raise AwaitingOcr(total - len(found), total, missing or "not read yet")
         return found
 
 

@@ -26,17 +26,16 @@ from PIL import Image
 from kb_pipeline.ocr.layout import Layout, page_layouts
 
 __all__ = [
-    "DEBIAN_PACKAGES",
     "EngineMissing",
     "OcrError",
     "OcrResult",
     "engine_identity",
-    "missing_parts",
+    "missing_engine",
     "read_image",
 ]
 
 # What `apt-get install` needs for the engine and its models (docs/ocr.md, .ci/run, docker/).
-DEBIAN_PACKAGES = ("tesseract-ocr", "tesseract-ocr-jpn", "tesseract-ocr-jpn-vert")
+_DEBIAN_PACKAGES = ("tesseract-ocr", "tesseract-ocr-jpn", "tesseract-ocr-jpn-vert")
 _LANGUAGES = ("jpn", "jpn_vert", "osd")
 # How a page is prepared and which model reads it: part of the cache key with the engine's own
 # version, so a change here reads pages anew. 3: straightened, one model per writing direction,
@@ -80,11 +79,18 @@ class OcrResult:
     rotation: int
 
 
-def missing_parts() -> list[str]:
-    """What of the engine is not installed: the program, or models by name (empty: ready)."""
+def missing_engine() -> str | None:
+    """What of the engine is not installed (the program, or models by name) and how to install
+    it; None when it is ready. Not cached: the sensor asks on every tick, so an engine installed
+    meanwhile is found."""
     if _tesseract() is None:
-        return ["tesseract"]
-    return [lang for lang in _LANGUAGES if lang not in _installed_languages()]
+        missing = ["tesseract"]
+    else:
+        missing = [lang for lang in _LANGUAGES if lang not in _models()[1]]
+    if not missing:
+        return None
+    return (f"the OCR engine is not installed ({', '.join(missing)} missing): "
+            f"apt-get install {' '.join(_DEBIAN_PACKAGES)}")
 
 
 @functools.cache
@@ -94,10 +100,11 @@ def engine_identity() -> str:
     _require()
     version = _run([_tesseract_path(), "--version"]).stdout.splitlines()[0]
     digest = hashlib.sha256()
+    folder = _models()[0]
     for lang in _LANGUAGES:
         # A model's size and head tell its versions apart without reading megabytes each time
         # a process starts.
-        model = _model_path(lang)
+        model = folder / f"{lang}.traineddata"
         with model.open("rb") as fh:
             digest.update(f"{lang}:{model.stat().st_size}:".encode() + fh.read(2**16))
     return (f"{version.strip()} {'+'.join(_LANGUAGES)}@{digest.hexdigest()[:12]} "
@@ -213,11 +220,8 @@ def _lower_priority() -> None:
 
 
 def _require() -> None:
-    missing = missing_parts()
-    if missing:
-        raise EngineMissing(
-            f"OCR engine not installed ({', '.join(missing)} missing): "
-            f"apt-get install {' '.join(DEBIAN_PACKAGES)}")
+    if missing := missing_engine():
+        raise EngineMissing(missing)
 
 
 def _tesseract() -> str | None:
@@ -231,15 +235,10 @@ def _tesseract_path() -> str:
     return path
 
 
-def _installed_languages() -> frozenset[str]:
-    # Not cached: the sensor asks on every tick, so models installed meanwhile are found.
-    listed = _run([_tesseract_path(), "--list-langs"])
-    return frozenset(line.strip() for line in listed.stdout.splitlines()[1:] if line.strip())
-
-
-def _model_path(lang: str) -> Path:
-    listed = _run([_tesseract_path(), "--list-langs"]).stdout.splitlines()[0]
-    folder = re.search(r'"(.+?)"', listed)
+def _models() -> tuple[Path, frozenset[str]]:
+    """Where the engine keeps its models, and the languages it has there."""
+    head, *langs = _run([_tesseract_path(), "--list-langs"]).stdout.splitlines()
+    folder = re.search(r'"(.+?)"', head)
     if folder is None:
-        raise EngineMissing(f"cannot tell where tesseract keeps its models: {listed}")
-    return Path(folder.group(1)) / f"{lang}.traineddata"
+        raise EngineMissing(f"cannot tell where tesseract keeps its models: {head}")
+    return Path(folder.group(1)), frozenset(lang.strip() for lang in langs if lang.strip())

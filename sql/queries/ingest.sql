@@ -135,8 +135,11 @@ UPDATE ingestion_failures SET resolved_at = now()
 WHERE source_uri = %(uri)s AND resolved_at IS NULL;
 
 -- name: record_failure
-INSERT INTO ingestion_failures (source_uri, path, checksum, stage, pipeline_version, error, run_id)
-VALUES (%(uri)s, %(path)s, %(checksum)s, %(stage)s, %(version)s, %(error)s, %(run_id)s);
+-- `skipped`: nothing to index in it (a blank scan), which is no error.
+INSERT INTO ingestion_failures (source_uri, path, checksum, stage, pipeline_version, error, run_id,
+                                skipped)
+VALUES (%(uri)s, %(path)s, %(checksum)s, %(stage)s, %(version)s, %(error)s, %(run_id)s,
+        %(skipped)s);
 
 -- name: failures_of_runs
 SELECT source_uri, error FROM ingestion_failures

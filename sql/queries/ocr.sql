@@ -21,15 +21,7 @@ ON CONFLICT (source_uri) DO UPDATE SET
 SELECT source_uri, checksum, pages, unread, reason, since FROM ocr_waiting ORDER BY since, source_uri;
 
 -- name: waiting_of
-SELECT source_uri, checksum FROM ocr_waiting WHERE source_uri = ANY(%(uris)s);
-
--- name: unread_of
-SELECT unread FROM ocr_waiting WHERE source_uri = ANY(%(uris)s);
+SELECT source_uri, checksum, unread FROM ocr_waiting WHERE source_uri = ANY(%(uris)s);
 
 -- name: stop_waiting
 DELETE FROM ocr_waiting WHERE source_uri = %(uri)s;
-
--- name: record_skipped
-INSERT INTO ingestion_failures (source_uri, path, checksum, stage, pipeline_version, error, run_id,
-                                skipped)
-VALUES (%(uri)s, %(path)s, %(checksum)s, %(stage)s, %(version)s, %(error)s, %(run_id)s, true);

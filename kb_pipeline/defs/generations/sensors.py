@@ -18,7 +18,7 @@ from kb_core.settings import Settings
 from kb_pipeline.defs.generations.assets import published_generation
 from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
-from kb_pipeline.ocr import missing_parts
+from kb_pipeline.ocr import missing_engine
 from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.rebuilds import stale_keys
 from kb_pipeline.runs import (
@@ -52,7 +52,7 @@ def rebuild_requests(
         elif gen.state == "building":
             stale = stale_keys(conn, gen, version, settings, keys)
             scans = waiting_scans(conn)
-            if stale and all(key in scans for key in stale) and not missing_parts():
+            if stale and all(key in scans for key in stale) and not missing_engine():
                 continue  # the folder sensor's read_scans run reads them; a round takes them
             if stale:
                 runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=raw_config(settings),

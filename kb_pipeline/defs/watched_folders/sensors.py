@@ -15,7 +15,7 @@ from kb_pipeline.defs.generations.sensors import rebuild_requests
 from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
 from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
-from kb_pipeline.ocr import DEBIAN_PACKAGES, missing_parts
+from kb_pipeline.ocr import missing_engine
 from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.runs import (
     DOCUMENTS_PARTITIONS,
@@ -110,11 +110,9 @@ def _read_scans_requests(
     waiting = [key for key in ordered if key in scans]
     if not waiting:
         return []
-    missing = missing_parts()
+    missing = missing_engine()
     if missing:
-        context.log.warning(
-            f"{len(waiting)} scans wait for the OCR engine ({', '.join(missing)} missing): "
-            f"apt-get install {' '.join(DEBIAN_PACKAGES)}")
+        context.log.warning(f"{len(waiting)} scans wait: {missing}")
         return []
     if context.instance.get_run_ids(
             dg.RunsFilter(job_name=READ_SCANS_JOB.name, statuses=UNFINISHED), limit=1):
