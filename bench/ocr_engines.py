@@ -15,8 +15,9 @@ summed over the pages of a group (so long pages weigh more).
 
 Engines:
 - `kb`: the product's reading (kb_pipeline.ocr.engine.read_image): orientation detection, each
-  turn tried where it cannot judge, the page straightened, then `jpn` in rows (--psm 6) or
-  `jpn_vert` in columns (--psm 5), by the direction its projection profiles show.
+  turn tried where it cannot judge, the page straightened, `jpn` in rows (--psm 6) or
+  `jpn_vert` in columns (--psm 5), by the direction its projection profiles show, then each
+  line Tesseract found read again by PP-OCR's recognizer (kb_pipeline.ocr.lines).
 - `tesseract`: Debian's tesseract CLI, `-l jpn --psm 3`.
 - `tesseract-osd`: `--psm 0` first (orientation: "Rotate: N", clockwise degrees), the page turned
   back, then `-l jpn+jpn_vert --psm 3`; its seconds include the OSD pass.

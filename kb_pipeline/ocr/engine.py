@@ -1,21 +1,24 @@
-"""The OCR engine: Tesseract 5 with Debian's Japanese models, run as a program per page.
+"""The OCR engine: Tesseract 5 with Debian's Japanese models finds the page's lines, PP-OCR's
+recognizer reads their characters; each a program run per page.
 
-A separate process per page, not a library in ours: a page that takes too long is killed at
-its deadline (a library call cannot be interrupted), a crash in the engine fails one page, and
-the engine runs at low priority with one thread, so searches and text documents keep the cores.
-Orientation detection (`osd`) turns a page scanned sideways or upside down, the page is
-straightened (kb_pipeline.ocr.layout), and `jpn` reads rows or `jpn_vert` columns (縦書き).
-Chosen by measurement: docs/ocr.md.
+Separate processes, not libraries in ours: a page that takes too long is killed at its deadline
+(a library call cannot be interrupted), a crash fails one page, and both run at low priority
+with one thread, so searches and text documents keep the cores. Orientation detection (`osd`)
+turns a page scanned sideways or upside down, the page is straightened
+(kb_pipeline.ocr.layout), `jpn` finds and reads rows or `jpn_vert` columns (縦書き), and the
+recognizer reads each line again (kb_pipeline.ocr.lines). Chosen by measurement: docs/ocr.md.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -24,6 +27,8 @@ from pathlib import Path
 from PIL import Image
 
 from kb_pipeline.ocr.layout import Layout, page_layouts
+from kb_pipeline.ocr.lines import layout_lines, page_text
+from kb_pipeline.ocr.recognizer import model_files
 
 __all__ = [
     "EngineMissing",
@@ -40,8 +45,9 @@ _LANGUAGES = ("jpn", "jpn_vert", "osd")
 # How a page is prepared and which model reads it: part of the cache key with the engine's own
 # version, so a change here reads pages anew. 3: straightened, one model per writing direction,
 # each turn tried where orientation detection cannot judge; 4: rows read as one block;
-# 5: both directions read where the layout cannot tell.
-_METHOD = "5"
+# 5: both directions read where the layout cannot tell; 6: lines read again by PP-OCR;
+# 7: paragraphs where lines stand further apart, not where Tesseract says.
+_METHOD = "7"
 # Orientation is trusted only above this confidence: OSD guesses on pages with little text.
 _MIN_ORIENTATION_CONFIDENCE = 2.0
 # Turns tried on a page orientation detection cannot judge, most likely first, until a reading's
@@ -101,13 +107,14 @@ def engine_identity() -> str:
     version = _run([_tesseract_path(), "--version"]).stdout.splitlines()[0]
     digest = hashlib.sha256()
     folder = _models()[0]
-    for lang in _LANGUAGES:
+    models = {lang: folder / f"{lang}.traineddata" for lang in _LANGUAGES}
+    models["lines"], models["characters"] = model_files()
+    for name, model in models.items():
         # A model's size and head tell its versions apart without reading megabytes each time
         # a process starts.
-        model = folder / f"{lang}.traineddata"
         with model.open("rb") as fh:
-            digest.update(f"{lang}:{model.stat().st_size}:".encode() + fh.read(2**16))
-    return (f"{version.strip()} {'+'.join(_LANGUAGES)}@{digest.hexdigest()[:12]} "
+            digest.update(f"{name}:{model.stat().st_size}:".encode() + fh.read(2**16))
+    return (f"{version.strip()} {'+'.join(_LANGUAGES)}+PP-OCRv6@{digest.hexdigest()[:12]} "
             f"method={_METHOD}")
 
 
@@ -123,32 +130,58 @@ def read_image(image: Image.Image, timeout_s: float) -> OcrResult:
         folder = Path(tmp)
         image.save(folder / "page.png")
         rotation = _orientation(folder / "page.png", deadline)
-        readings: list[OcrResult] = []
+        readings: list[_Reading] = []
         for turn in [rotation] if rotation is not None else _TURNS:
             upright = image.rotate(-turn, expand=True, fillcolor=255) if turn else image
             for layout in page_layouts(upright):
-                readings.append(_read_upright(upright, turn, layout, folder, deadline))
+                readings.append(_read_upright(upright, turn, layout,
+                                              folder / f"reading{len(readings)}", deadline))
             if max(reading.confidence or 0 for reading in readings) >= _CONFIDENT:
                 break
-    return max(readings, key=lambda reading: reading.confidence or 0)
+        return _recognized(max(readings, key=lambda reading: reading.confidence or 0),
+                           deadline)
 
 
-def _read_upright(upright: Image.Image, turn: int, layout: Layout, folder: Path,
-                  deadline: _Deadline) -> OcrResult:
+@dataclass(frozen=True)
+class _Reading:
+    """Tesseract's reading of the straightened page: its lines, where they are, how sure."""
+
+    page: Path
+    tsv: str
+    confidence: float | None
+    vertical: bool
+    rotation: int
+
+
+def _read_upright(upright: Image.Image, turn: int, layout: Layout, stem: Path,
+                  deadline: _Deadline) -> _Reading:
     """The upright page straightened and read in the writing direction of `layout`."""
     deadline.left()
-    page, out = folder / "upright.png", folder / "out"
+    page = stem.with_suffix(".png")
     upright.rotate(layout.skew, resample=Image.Resampling.BICUBIC, expand=True,
                    fillcolor=255).save(page)
     # Rows as one block of lines (--psm 6): a table's row stays one line, and it found the
     # lines better than full layout analysis (--psm 3) on generated scans (docs/ocr.md).
     model = ["-l", "jpn_vert", "--psm", "5"] if layout.vertical else ["-l", "jpn", "--psm", "6"]
-    _run([_tesseract_path(), str(page), str(out), *model, "-c", "preserve_interword_spaces=1",
-          "txt", "tsv"], deadline)
-    text = out.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
-    confidence = _confidence(out.with_suffix(".tsv").read_text(encoding="utf-8",
-                                                               errors="replace"))
-    return OcrResult(text=text, confidence=confidence, vertical=layout.vertical, rotation=turn)
+    _run([_tesseract_path(), str(page), str(stem), *model, "tsv"], deadline)
+    tsv = stem.with_suffix(".tsv").read_text(encoding="utf-8", errors="replace")
+    return _Reading(page=page, tsv=tsv, confidence=_confidence(tsv), vertical=layout.vertical,
+                    rotation=turn)
+
+
+def _recognized(reading: _Reading, deadline: _Deadline) -> OcrResult:
+    """The chosen reading's lines read again by PP-OCR's recognizer, in a child process."""
+    with Image.open(reading.page) as page:
+        lines = layout_lines(reading.tsv, reading.vertical, page)
+    boxes = [[*segment.box, reading.vertical] for line in lines for segment in line.segments]
+    texts: list[str] = []
+    if boxes:
+        done = _run([sys.executable, "-m", "kb_pipeline.ocr.recognizer", str(reading.page)],
+                    deadline, stdin=json.dumps(boxes), what="the line recognizer")
+        texts = [text for text, _ in json.loads(done.stdout)]
+    return OcrResult(text=page_text(lines, texts, reading.vertical),
+                     confidence=reading.confidence, vertical=reading.vertical,
+                     rotation=reading.rotation)
 
 
 class _Deadline:
@@ -193,24 +226,24 @@ def _confidence(tsv: str) -> float | None:
     return round(weighted / chars, 1) if chars else None
 
 
-def _run(command: list[str], deadline: _Deadline | None = None
-         ) -> subprocess.CompletedProcess[str]:
-    """Run the engine within what is left of a page's `deadline` (else 30 s: a question to
-    it, such as its version, answers at once)."""
+def _run(command: list[str], deadline: _Deadline | None = None, stdin: str | None = None,
+         what: str = "tesseract") -> subprocess.CompletedProcess[str]:
+    """Run `what` (the engine, or the line recognizer) within what is left of a page's
+    `deadline` (else 30 s: a question to it, such as its version, answers at once)."""
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}  # one core: searches keep the other
     try:
-        done = subprocess.run(command, capture_output=True, text=True,
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True,
                               timeout=deadline.left() if deadline else 30, env=env,
                               preexec_fn=_lower_priority, check=False)
     except subprocess.TimeoutExpired as exc:
         if deadline is None:
-            raise OcrError(f"tesseract did not answer within {exc.timeout:g} s") from exc
+            raise OcrError(f"{what} did not answer within {exc.timeout:g} s") from exc
         raise _PageTimeout(deadline.seconds) from exc
     except OSError as exc:
-        raise EngineMissing(f"cannot run tesseract: {exc.strerror or exc}") from exc
+        raise EngineMissing(f"cannot run {what}: {exc.strerror or exc}") from exc
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
-        raise OcrError(f"tesseract failed (exit {done.returncode}): "
+        raise OcrError(f"{what} failed (exit {done.returncode}): "
                        f"{detail[-1] if detail else 'no message'}")
     return done
 

@@ -16,11 +16,14 @@ from kb_pipeline.parsing.wrapped import join_wrapped_lines
 
 __all__ = ["add_scanned_lines", "page_lines", "parse_image"]
 
-# With preserve_interword_spaces the engine keeps a wide gap as a run of spaces: three or more
-# separate a table's cells; fewer are a word space, or noise between Japanese characters.
+# The engine sets three spaces between the stretches of a row parted by a wide blank gap, a
+# table's cells (kb_pipeline.ocr.lines); fewer are a word space, or noise between Japanese
+# characters.
 _CELL_GAP = re.compile(r" {3,}|\t")
 _CELL = " | "  # between the cells of a row (render_row)
 _SPACES = re.compile(r"(?<=(.)) +(?=(.))")
+# 縦書き sets a decimal point as a middle dot (JIS X 4051): 66・5kg is 66.5kg, as typed text has it.
+_VERTICAL_DECIMAL = re.compile(r"(?<=\d)[・･·](?=\d)")
 _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".tif": "image/tiff",
          ".tiff": "image/tiff", ".webp": "image/webp", ".bmp": "image/bmp"}
 
@@ -64,11 +67,12 @@ def add_scanned_lines(builder: BlockBuilder, lines: list[str]) -> None:
 
 def page_lines(result: OcrResult) -> list[str]:
     """The page's lines, a blank one between paragraphs; a row of cells as " | "-separated
-    cells (the form every parser gives a table row)."""
+    cells (the form every parser gives a table row); a 縦書き decimal point as typed text's."""
     lines = []
     for raw in result.text.replace("\f", "").splitlines():
         # A gap in a 縦書き column is a misread stretch, not a cell boundary.
-        parts = [raw] if result.vertical else _CELL_GAP.split(raw.strip())
+        parts = [_VERTICAL_DECIMAL.sub(".", raw)] if result.vertical else _CELL_GAP.split(
+            raw.strip())
         cells = [_words(cell) for cell in parts]
         cells = [cell for cell in cells if cell]
         lines.append(render_row(cells) if len(cells) > 1 else (cells[0] if cells else ""))

@@ -58,6 +58,15 @@ def test_a_gap_in_a_vertical_column_is_no_cell():
     assert page_lines(reading) == ["検品記録は品質管理課が保管する。"]
 
 
+def test_a_vertical_decimal_point_is_typed_as_a_point():
+    # 縦書き prints 66.5 as 66・5; a middle dot between words stays one.
+    reading = OcrResult("斤量は66・5kg、範囲は0･22ha。\nミナ・デル・カスティリョ\n", 80.0,
+                        vertical=True, rotation=0)
+    assert page_lines(reading) == ["斤量は66.5kg、範囲は0.22ha。", "ミナ・デル・カスティリョ"]
+    across = OcrResult("1・2月の予定\n", 80.0, vertical=False, rotation=0)
+    assert page_lines(across) == ["1・2月の予定"]  # in rows, a dot between digits lists them
+
+
 class Readings:
     """A reader with the engine's text for each page already known."""
 
