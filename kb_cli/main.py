@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 from kb_cli.logs import configure_logging
 from kb_cli.output import groups
@@ -111,6 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--mode", choices=["auto", "flash", "deep"], default="auto",
                      help="auto: part by part when the question asks several things (default); "
                           "flash: whole; deep: part by part whenever it has parts")
+
+    backup = _command(sub, "backup", "backup:backup",
+                      "back up the embedded installation to one file (both databases)",
+                      ("kb backup /srv/backups/kb-2026-12-05.kbbackup",
+                       "kb backup ~/kb.kbbackup --json"))
+    backup.add_argument("path", type=Path, help="the file to write (never overwritten)")
+    restore = _command(sub, "restore", "backup:restore",
+                       "restore a backup into a new, empty KB_HOME",
+                       ("KB_HOME=/srv/kb-new kb restore /srv/backups/kb-2026-12-05.kbbackup",
+                        "kb restore kb.kbbackup --map /mnt/old/規程=/srv/share/規程 --json"))
+    restore.add_argument("path", type=Path, help="a file written by `kb backup`")
+    restore.add_argument("--map", action="append", default=[], metavar="OLD=NEW",
+                         help="a watched folder now mounted at another path: its documents "
+                              "keep their index (no re-embedding); repeat for each folder")
 
     log_cmd = _command(sub, "log", "query_log:run", "the query log",
                        ("kb log purge", "kb log purge --days 30"))

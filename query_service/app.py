@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from kb_core.callers import Caller
 from kb_core.embeddings import UnknownEmbedderError
 from kb_core.index_model import recorded_model_async
+from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_search import KnowledgeBase, open_knowledge_base
 from query_service.controllers import (
@@ -66,17 +67,26 @@ async def healthz() -> Health:
 
 @get("/readyz", operation_id="readyz", tags=["health"], opt={ANY_HOST: True})
 async def readyz(state: State, kb: KnowledgeBase) -> Response[Readiness]:
-    """Ready when the database answers and questions can be embedded with the live index's
-    model (which during a rebuild with a new model is not KB_EMBEDDER's); each read replica's
-    state is reported, and none is needed while the primary answers."""
+    """Ready when the database answers, questions can be embedded with the live index's model
+    (which during a rebuild with a new model is not KB_EMBEDDER's), and, after a restore, the
+    folder sensor has read the access rules again; each read replica's state is reported, and
+    none is needed while the primary answers."""
     replicas = await anyio.to_thread.run_sync(kb.replica_status)
     try:
         async with state.identity_pool.connection(timeout=2) as conn:
             model = await recorded_model_async(conn) or kb.configured_model
+            restored = await (await conn.execute(query("restore_awaiting_rules"))).fetchone()
         state.database.answered()
     except (psycopg.Error, TimeoutError, OSError) as exc:
         state.database.failed()
         body = Readiness(False, False, kb.configured_model, "unknown", f"database: {exc}",
+                         replicas)
+        return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
+    if restored:
+        # A rule edited since the backup was taken must narrow its documents before anyone
+        # searches them (kb restore; docs/backups.md).
+        body = Readiness(False, True, model, "ok", f"restored from a backup at {restored[0]}: "
+                         "waiting for the folder sensor to read the access rules again",
                          replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     try:

@@ -8,6 +8,7 @@ import psycopg
 
 from kb_core.generations import live_awaits_rebuild, refused_generation
 from kb_core.index_model import IndexModelMismatchError, check_index_model
+from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
 from kb_pipeline.defs.generations.jobs import GATE_JOB
@@ -64,6 +65,8 @@ def docs_folder_sensor(
             plan.merge(plan_folder(conn, root, version, max_bytes=settings.max_file_bytes,
                                    content_only=content_only))
         forget_files(conn, plan.deleted)
+        # Every watched folder's access rules read again: a restored installation is ready.
+        conn.execute(query("rules_reread"))
         partitions = partition_changes(conn, context.instance, plan.seen)
     for warning in plan.warnings:
         context.log.warning(warning)
