@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from kb_cli.output import emit
-from kb_core.backups import BackupError, restore_backup, take_backup
+from kb_core.backups import BackupError, NotEmbedded, restore_backup, take_backup
 from kb_core.settings import Settings
 
 __all__ = ["backup", "restore"]
@@ -18,7 +18,7 @@ def backup(args: argparse.Namespace, settings: Settings) -> int:
         summary = take_backup(settings, args.path.resolve(), _steps(args))
     except BackupError as exc:
         print(f"kb backup: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, NotEmbedded) else 1
     manifest = summary["manifest"]
     emit(args, summary, lambda: print(
         f"{summary['path']}: {_size(summary['bytes'])} in {summary['seconds']:.1f} s "
@@ -40,7 +40,7 @@ def restore(args: argparse.Namespace, settings: Settings) -> int:
         summary = restore_backup(settings, args.path.resolve(), maps, _steps(args))
     except BackupError as exc:
         print(f"kb restore: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, NotEmbedded) else 1
     emit(args, summary, lambda: print(
         f"restored {summary['path']} (taken {summary['taken_at']}) into {settings.home} in "
         f"{summary['seconds']:.1f} s: {summary['counts']['documents']} documents, "

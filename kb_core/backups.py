@@ -46,7 +46,8 @@ from kb_core.migrations import SQL_DIR, migrate, prepare_database
 from kb_core.queries import query
 from kb_core.settings import Settings
 
-__all__ = ["FORMAT", "BackupError", "read_backup", "restore_backup", "take_backup"]
+__all__ = ["FORMAT", "BackupError", "NotEmbedded", "read_backup", "restore_backup",
+           "take_backup"]
 
 FORMAT = 1
 _MANIFEST = "manifest.json"
@@ -62,6 +63,10 @@ Step = Callable[[str], None]
 
 class BackupError(Exception):
     """A backup that cannot be taken or restored; the message says why and what to do."""
+
+
+class NotEmbedded(BackupError):
+    """KB_DATABASE_URL names an external PostgreSQL, which its own tools back up."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ def read_backup(path: Path, folder: Path, step: Step) -> Backup:
                 raise BackupError(f"{path}: the backup's manifest was altered (its checksum "
                                   "does not match)")
             manifest = json.loads(encoded)
+            _check_blank(path, tar)
             for database, member in _DUMPS.items():
                 tar.extract(member, folder, filter="data")
                 stored = manifest["databases"][database]
@@ -193,7 +199,9 @@ def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Ste
         with psycopg.connect(_url_of(url, DAGSTER_DATABASE), autocommit=True) as conn:
             for old, new in maps.items():
                 _move_partitions(conn, old, new)
-    return {"schema": _schema_of(url), "taken_at": backup.manifest["taken_at"],
+    with connect(url) as conn:
+        schema = _schema(conn)
+    return {"schema": schema, "taken_at": backup.manifest["taken_at"],
             "migrated": migrated, "purged_queries": purged, "retention_days": days,
             "mapped": mapped, "counts": counts}
 
@@ -205,7 +213,7 @@ def _describe(conn: psycopg.Connection) -> dict:
     return {
         "format": FORMAT,
         "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "schema": conn.execute("SELECT max(name) FROM schema_migrations").fetchone()[0],
+        "schema": _schema(conn),
         "postgres": conn.execute("SHOW server_version").fetchone()[0],
         "pipeline_version": live[0] if live else None,
         "embedding_model": recorded_model(conn),
@@ -217,7 +225,7 @@ def _describe(conn: psycopg.Connection) -> dict:
 
 
 def _refuse_newer(manifest: dict) -> None:
-    known = max(p.name for p in SQL_DIR.glob("[0-9][0-9][0-9]_*.sql"))
+    known = max(p.stem for p in SQL_DIR.glob("[0-9][0-9][0-9]_*.sql"))
     theirs = manifest.get("schema") or ""
     if _number(theirs) > _number(known):
         raise BackupError(f"the backup was taken by a newer kb (schema {theirs}; this kb knows "
@@ -225,16 +233,23 @@ def _refuse_newer(manifest: dict) -> None:
 
 
 def _move_folder(conn: psycopg.Connection, old: str, new: str) -> int:
-    """Rewrite every stored path under the folder `old` to lie under `new`; rows changed."""
+    """Rewrite every stored path under the folder `old` to lie under `new`; rows changed. A
+    table's path columns change in one statement: a documents table's trigger retires every
+    correction whose documents it does not find, paths and all, where the corrections say."""
     old, new = old.rstrip("/"), new.rstrip("/")
+    tables: dict[tuple[str, str], list[str]] = {}
+    for schema, table, column in conn.execute(query("path_columns")).fetchall():
+        tables.setdefault((schema, table), []).append(column)
     changed = 0
     with conn.transaction():
-        for schema, table, column in conn.execute(query("path_columns")).fetchall():
-            # Identifiers from the catalogue itself, quoted; values as parameters.
+        for (schema, table), columns in tables.items():
+            # Identifiers from the catalogue itself, quoted; the paths as parameters.
+            under = [f'("{c}" = %(old)s OR starts_with("{c}", %(old)s || \'/\'))'
+                     for c in columns]
+            moves = [f'"{c}" = CASE WHEN {u} THEN %(new)s || substr("{c}", length(%(old)s) + 1) '
+                     f'ELSE "{c}" END' for c, u in zip(columns, under, strict=True)]
             changed += conn.execute(
-                f'UPDATE "{schema}"."{table}" SET "{column}" = %(new)s || '
-                f'substr("{column}", length(%(old)s) + 1) '
-                f'WHERE "{column}" = %(old)s OR starts_with("{column}", %(old)s || \'/\')',
+                f'UPDATE "{schema}"."{table}" SET {", ".join(moves)} WHERE {" OR ".join(under)}',
                 {"old": old, "new": new}).rowcount
     return changed
 
@@ -249,9 +264,9 @@ def _move_partitions(conn: psycopg.Connection, old: str, new: str) -> None:
         {"old": old, "new": new})
 
 
-def _schema_of(url: str) -> str:
-    with connect(url) as conn:
-        return conn.execute("SELECT max(name) FROM schema_migrations").fetchone()[0]
+def _schema(conn: psycopg.Connection) -> str:
+    """The last migration applied, by name without its suffix (019_restores)."""
+    return Path(conn.execute("SELECT max(name) FROM schema_migrations").fetchone()[0]).stem
 
 
 def _number(migration: str) -> int:
@@ -261,7 +276,7 @@ def _number(migration: str) -> int:
 
 def _embedded_only(settings: Settings, doing: str) -> None:
     if settings.database_url:
-        raise BackupError(f"KB_DATABASE_URL is set: `kb backup` and `kb restore` {doing} the "
+        raise NotEmbedded(f"KB_DATABASE_URL is set: `kb backup` and `kb restore` {doing} the "
                           "embedded installation only; back up an external PostgreSQL with its "
                           "own tools (docs/backups.md)")
 
@@ -300,6 +315,22 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
     tar.addfile(info, io.BytesIO(data))
+
+
+def _check_blank(path: Path, tar: tarfile.TarFile) -> None:
+    """The bytes no checksum covers (each member's padding to 512 bytes, the archive's end)
+    must be zeros, as tar writes them: a backup with any byte altered is refused."""
+    spans = []
+    for member in tar.getmembers():
+        end = member.offset_data + member.size
+        spans.append((end, -(-end // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE))
+    spans.append((spans[-1][1], path.stat().st_size))
+    with path.open("rb") as fh:
+        for start, stop in spans:
+            fh.seek(start)
+            if fh.read(stop - start).strip(b"\0"):
+                raise BackupError(f"{path}: the backup was altered (bytes between its parts "
+                                  "are not blank)")
 
 
 def _read(tar: tarfile.TarFile, name: str) -> bytes:

@@ -28,4 +28,6 @@ FROM information_schema.columns c
 JOIN information_schema.tables t USING (table_schema, table_name)
 WHERE t.table_type = 'BASE TABLE' AND column_name IN ('source_uri', 'root', 'access_rule')
   AND (table_schema = 'public' OR table_schema LIKE 'kb\_gen\_%')
-ORDER BY table_schema, table_name, column_name;
+-- Corrections' sources first: a documents table's trigger retires the corrections whose
+-- documents it no longer finds at their paths.
+ORDER BY table_name <> 'correction_sources', table_schema, table_name, column_name;
