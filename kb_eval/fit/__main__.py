@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from kb_eval.fit import answerability, fusion, sentences
+from kb_eval.fit import answerability, fusion, gaps, sentences
 
 FITTERS: dict[str, Callable[[list[str]], int]] = {
     "answerability": answerability.main,
     "fusion": fusion.main,
+    "gaps": gaps.main,
     "sentences": sentences.main,
 }
 
