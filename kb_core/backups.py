@@ -158,7 +158,9 @@ def restore_backup(settings: Settings, path: Path, maps: dict[str, str], step: S
         raise BackupError(f"KB_HOME {home} is not empty ({', '.join(held[:8])}): restore into "
                           "a new KB_HOME, or move this one aside")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kb-restore-") as tmp:
+    home.mkdir(parents=True, exist_ok=True)
+    # The dumps are extracted beside KB_HOME, not in /tmp: they are as large as the backup.
+    with tempfile.TemporaryDirectory(prefix="kb-restore-", dir=home.parent) as tmp:
         backup = read_backup(path, Path(tmp), step)
         _refuse_newer(backup.manifest)
         try:
@@ -192,9 +194,7 @@ def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Ste
         days = settings.service.query_log_retention_days
         purged = conn.execute(query("purge_query_log"), {"days": days}).rowcount
         conn.execute(query("record_restore"), {"taken_at": backup.manifest["taken_at"]})
-        counts = dict(zip(("documents", "chunks", "api_tokens", "query_log", "feedback",
-                           "corrections"), conn.execute(query("backup_counts")).fetchone(),
-                          strict=True))
+        counts = _counts(conn)
     if maps:
         with psycopg.connect(_url_of(url, DAGSTER_DATABASE), autocommit=True) as conn:
             for old, new in maps.items():
@@ -208,7 +208,6 @@ def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Ste
 
 def _describe(conn: psycopg.Connection) -> dict:
     """The manifest of the installation behind `conn`, but its databases' files."""
-    counts = conn.execute(query("backup_counts")).fetchone()
     live = [g.pipeline_version for g in list_generations(conn) if g.state == "live"]
     return {
         "format": FORMAT,
@@ -218,10 +217,14 @@ def _describe(conn: psycopg.Connection) -> dict:
         "pipeline_version": live[0] if live else None,
         "embedding_model": recorded_model(conn),
         "roots": [row[0] for row in conn.execute(query("backup_roots"))],
-        "counts": dict(zip(("documents", "chunks", "api_tokens", "query_log", "feedback",
-                            "corrections"), counts, strict=True)),
+        "counts": _counts(conn),
         "consistency": _CONSISTENCY,
     }
+
+
+def _counts(conn: psycopg.Connection) -> dict[str, int]:
+    cur = conn.execute(query("backup_counts"))
+    return dict(zip((column.name for column in cur.description), cur.fetchone(), strict=True))
 
 
 def _refuse_newer(manifest: dict) -> None:
