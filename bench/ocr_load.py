@@ -10,8 +10,8 @@ on a fixed schedule, --rate a second (open loop: latency counts from the schedul
 Each round measures a window of --seconds idle, then starts `kb ingest` of a fresh copy of the
 scans under --scans (at most --pages pages, the OCR cache emptied first, so every page is read
 again) and measures windows of --seconds until the ingest ends; a window counts as "during
-OCR" when the engine (a tesseract process) ran through at least 60% of it (between two runs of
-the engine, a page is straightened in the ingest's own process). Idle and busy windows
+OCR" when the engine (a tesseract process, or its line recognizer's) ran through at least 60% of
+it (between two runs of the engine, a page is straightened in the ingest's own process). Idle and busy windows
 alternate within each round, so the machine's drift hits both. The closing lines give
 the medians over the rounds of the idle and during-OCR p50/p95 and their ratio.
 """
@@ -42,7 +42,8 @@ _BUSY_SHARE = 0.6
 
 
 class EngineWatch:
-    """Samples every 0.2 s whether a tesseract process runs, for the windows to ask."""
+    """Samples every 0.2 s whether the engine runs (tesseract, or the line recognizer's
+    process), for the windows to ask."""
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, bool]] = []
@@ -53,7 +54,8 @@ class EngineWatch:
     def _watch(self) -> None:
         while not self._stop.is_set():
             running = any(p.info["name"] == "tesseract"
-                          for p in psutil.process_iter(["name"]))
+                          or "kb_pipeline.ocr.recognizer" in (p.info["cmdline"] or [])
+                          for p in psutil.process_iter(["name", "cmdline"]))
             self.samples.append((time.perf_counter(), running))
             time.sleep(0.2)
 
