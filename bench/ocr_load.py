@@ -11,9 +11,9 @@ Each round measures a window of --seconds idle, then starts `kb ingest` of a fre
 scans under --scans (at most --pages pages, the OCR cache emptied first, so every page is read
 again) and measures windows of --seconds until the ingest ends; a window counts as "during
 OCR" when the engine (a tesseract process, or its line recognizer's) ran through at least 60% of
-it (between two runs of the engine, a page is straightened in the ingest's own process). Idle and busy windows
-alternate within each round, so the machine's drift hits both. The closing lines give
-the medians over the rounds of the idle and during-OCR p50/p95 and their ratio.
+it (between two runs of the engine, a page is straightened in the ingest's own process). Idle
+and busy windows alternate within each round, so the machine's drift hits both. The closing
+lines give the medians over the rounds of the idle and during-OCR p50/p95 and their ratio.
 """
 
 from __future__ import annotations
