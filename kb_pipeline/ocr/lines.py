@@ -2,10 +2,11 @@
 
 Tesseract finds the lines (rows, or 縦書き columns) and their words; PP-OCR's recognizer
 (kb_pipeline.ocr.recognizer) reads each of them again, misreading far fewer characters
-(docs/ocr.md). A row is read as segments split at wide gaps, so a table's cells stay apart (three
-spaces between them, as Tesseract's own text keeps them). A column's reading is merged with
-Tesseract's: the recognizer reads its kanji better but drops punctuation, long-vowel marks and
-small kana set in a column, which Tesseract keeps.
+(docs/ocr.md). A row is read as segments split at wide blank gaps, so a table's cells stay
+apart (three spaces between them, which the scan parser makes cells of). A column's reading is
+merged with Tesseract's: the recognizer reads its kanji better but drops punctuation, long-vowel
+marks and small kana set in a column, which Tesseract keeps. Paragraphs begin where lines stand
+further apart than the page's usual spacing.
 """
 
 from __future__ import annotations
