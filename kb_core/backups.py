@@ -39,6 +39,7 @@ from kb_core.database import (
     connect,
     start_embedded,
     stop_embedded,
+    url_of_database,
 )
 from kb_core.generations import list_generations
 from kb_core.index_model import recorded_model
@@ -94,7 +95,7 @@ def take_backup(settings: Settings, path: Path, step: Step) -> dict:
         for database, member in _DUMPS.items():
             step(f"dumping the {database} database")
             dump = folder / member
-            _pg(["pg_dump", "--format=custom", f"--file={dump}", _url_of(url, database)])
+            _pg(["pg_dump", "--format=custom", f"--file={dump}", url_of_database(url, database)])
             databases[database] = {"bytes": dump.stat().st_size, "sha256": _sha256(dump)}
         manifest["databases"] = databases
         step(f"writing {path}")
@@ -181,7 +182,7 @@ def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Ste
         step(f"restoring the {database} database")
         try:
             _pg(["pg_restore", "--exit-on-error", "--single-transaction", "--no-owner",
-                 f"--dbname={_url_of(url, database)}", str(backup.folder / member)])
+                 f"--dbname={url_of_database(url, database)}", str(backup.folder / member)])
         except BackupError as exc:
             raise BackupError(f"restoring the {database} database failed: {exc}") from exc
     step("migrating")
@@ -194,13 +195,13 @@ def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Ste
         days = settings.service.query_log_retention_days
         purged = conn.execute(query("purge_query_log"), {"days": days}).rowcount
         conn.execute(query("record_restore"), {"taken_at": backup.manifest["taken_at"]})
-        counts = _counts(conn)
+        counts, schema = _counts(conn), _schema(conn)
     if maps:
-        with psycopg.connect(_url_of(url, DAGSTER_DATABASE), autocommit=True) as conn:
+        # Dagster's document partitions are the files' paths: moved with them, so their
+        # history stays theirs.
+        with psycopg.connect(url_of_database(url, DAGSTER_DATABASE), autocommit=True) as conn:
             for old, new in maps.items():
-                _move_partitions(conn, old, new)
-    with connect(url) as conn:
-        schema = _schema(conn)
+                _move_columns(conn, "public", "dynamic_partitions", ["partition"], old, new)
     return {"schema": schema, "taken_at": backup.manifest["taken_at"],
             "migrated": migrated, "purged_queries": purged, "retention_days": days,
             "mapped": mapped, "counts": counts}
@@ -239,32 +240,24 @@ def _move_folder(conn: psycopg.Connection, old: str, new: str) -> int:
     """Rewrite every stored path under the folder `old` to lie under `new`; rows changed. A
     table's path columns change in one statement: a documents table's trigger retires every
     correction whose documents it does not find, paths and all, where the corrections say."""
-    old, new = old.rstrip("/"), new.rstrip("/")
     tables: dict[tuple[str, str], list[str]] = {}
     for schema, table, column in conn.execute(query("path_columns")).fetchall():
         tables.setdefault((schema, table), []).append(column)
-    changed = 0
     with conn.transaction():
-        for (schema, table), columns in tables.items():
-            # Identifiers from the catalogue itself, quoted; the paths as parameters.
-            under = [f'("{c}" = %(old)s OR starts_with("{c}", %(old)s || \'/\'))'
-                     for c in columns]
-            moves = [f'"{c}" = CASE WHEN {u} THEN %(new)s || substr("{c}", length(%(old)s) + 1) '
-                     f'ELSE "{c}" END' for c, u in zip(columns, under, strict=True)]
-            changed += conn.execute(
-                f'UPDATE "{schema}"."{table}" SET {", ".join(moves)} WHERE {" OR ".join(under)}',
-                {"old": old, "new": new}).rowcount
-    return changed
+        return sum(_move_columns(conn, schema, table, columns, old, new)
+                   for (schema, table), columns in tables.items())
 
 
-def _move_partitions(conn: psycopg.Connection, old: str, new: str) -> None:
-    """Dagster's document partitions are the files' paths: moved with them, so their history
-    stays theirs."""
-    old, new = old.rstrip("/"), new.rstrip("/")
-    conn.execute(
-        "UPDATE dynamic_partitions SET partition = %(new)s || substr(partition, length(%(old)s) "
-        "+ 1) WHERE partition = %(old)s OR starts_with(partition, %(old)s || '/')",
-        {"old": old, "new": new})
+def _move_columns(conn: psycopg.Connection, schema: str, table: str, columns: list[str],
+                  old: str, new: str) -> int:
+    """Paths under `old` in `columns` of one table moved under `new`, in one statement."""
+    # Identifiers from the catalogue itself, quoted; the paths as parameters.
+    under = [f'("{c}" = %(old)s OR starts_with("{c}", %(old)s || \'/\'))' for c in columns]
+    moves = [f'"{c}" = CASE WHEN {u} THEN %(new)s || substr("{c}", length(%(old)s) + 1) '
+             f'ELSE "{c}" END' for c, u in zip(columns, under, strict=True)]
+    return conn.execute(
+        f'UPDATE "{schema}"."{table}" SET {", ".join(moves)} WHERE {" OR ".join(under)}',
+        {"old": old.rstrip("/"), "new": new.rstrip("/")}).rowcount
 
 
 def _schema(conn: psycopg.Connection) -> str:
@@ -282,12 +275,6 @@ def _embedded_only(settings: Settings, doing: str) -> None:
         raise NotEmbedded(f"KB_DATABASE_URL is set: `kb backup` and `kb restore` {doing} the "
                           "embedded installation only; back up an external PostgreSQL with its "
                           "own tools (docs/backups.md)")
-
-
-def _url_of(url: str, database: str) -> str:
-    """`url` naming `database` instead (the embedded server's URLs: postgresql://…/kb?host=…)."""
-    head, _, tail = url.partition("?")
-    return head.rsplit("/", 1)[0] + f"/{database}" + (f"?{tail}" if tail else "")
 
 
 def _pg(command: list[str]) -> None:

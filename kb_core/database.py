@@ -23,6 +23,7 @@ __all__ = [
     "machine_memory",
     "start_embedded",
     "stop_embedded",
+    "url_of_database",
 ]
 
 log = logging.getLogger(__name__)
@@ -204,17 +205,19 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or start_embedded(settings)
 
 
+def url_of_database(url: str, database: str) -> str:
+    """`url` naming `database` on the same server instead."""
+    return urllib.parse.urlunsplit(urllib.parse.urlsplit(url)._replace(path=f"/{database}"))
+
+
 def dagster_storage_url(settings: Settings) -> str:
     """The URL Dagster's instance storage uses: the same server, its own database, via psycopg2.
 
     dagster-postgres breaks under SQLAlchemy's psycopg 3 dialect (docs/architecture.md), so the
     scheme is pinned to postgresql+psycopg2.
     """
-    if settings.dagster_database_url:
-        url = settings.dagster_database_url
-    else:
-        parts = urllib.parse.urlsplit(database_url(settings))
-        url = urllib.parse.urlunsplit(parts._replace(path=f"/{DAGSTER_DATABASE}"))
+    url = (settings.dagster_database_url
+           or url_of_database(database_url(settings), DAGSTER_DATABASE))
     scheme, rest = url.split("://", 1)
     return f"postgresql+psycopg2://{rest}" if scheme in ("postgresql", "postgres") else url
 
