@@ -127,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a watched folder now mounted at another path: its documents "
                               "keep their index (no re-embedding); repeat for each folder")
 
+    gaps = _command(sub, "gaps", "gaps:run",
+                    "the knowledge-gap report: questions no document answers, by topic; "
+                    "documents going stale or never cited",
+                    ("kb gaps", "kb gaps --days 90 --json", "kb gaps --groups hr,kb-reviewers"))
+    gaps.add_argument("--days", type=int, default=30, help="the window (default 30 days)")
+    gaps.add_argument("--groups", type=groups, default=None,
+                      help="show only what a reviewer of these groups sees on the page")
+
     log_cmd = _command(sub, "log", "query_log:run", "the query log",
                        ("kb log purge", "kb log purge --days 30"))
     log_cmd.add_argument("action", choices=["purge"])

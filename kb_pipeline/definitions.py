@@ -1,6 +1,6 @@
 """The one Definitions object of the code location (workspace.yaml loads `defs`), gathered from
-the domains of kb_pipeline/defs/: their assets and checks found in their modules, their jobs
-and sensors named here."""
+the domains of kb_pipeline/defs/: their assets and checks found in their modules, their jobs,
+sensors and schedules named here."""
 
 import dagster as dg
 
@@ -12,6 +12,8 @@ from kb_pipeline.defs.generations.jobs import GATE_JOB, discard_generation_job
 from kb_pipeline.defs.ingestion import assets as ingestion_assets
 from kb_pipeline.defs.ingestion import checks as ingestion_checks
 from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
+from kb_pipeline.defs.knowledge_gaps import assets as knowledge_gaps_assets
+from kb_pipeline.defs.knowledge_gaps.schedules import KNOWLEDGE_GAPS_SCHEDULE
 from kb_pipeline.defs.learned_facts import assets as learned_facts_assets
 from kb_pipeline.defs.learned_facts.jobs import LEARNED_FACTS_JOB
 from kb_pipeline.defs.learned_facts.sensors import learned_facts_sensor
@@ -24,7 +26,7 @@ from kb_pipeline.defs.watched_folders.sensors import docs_folder_sensor
 __all__ = ["defs", "make_definitions"]
 
 _ASSET_MODULES = [ingestion_assets, scans_assets, evaluation_assets, generations_assets,
-                  learned_facts_assets]
+                  learned_facts_assets, knowledge_gaps_assets]
 _CHECK_MODULES = [ingestion_checks]  # evaluation's and generations' checks come with their assets
 
 
@@ -36,6 +38,7 @@ def make_definitions(settings: Settings) -> dg.Definitions:
         asset_checks=dg.load_asset_checks_from_modules(_CHECK_MODULES),
         jobs=[INGEST_JOB, READ_SCANS_JOB, GATE_JOB, discard_generation_job, LEARNED_FACTS_JOB],
         sensors=[docs_folder_sensor, EVALUATION_SENSOR, learned_facts_sensor],
+        schedules=[KNOWLEDGE_GAPS_SCHEDULE],
         resources=resources_for(settings),
         loggers=RUN_LOGGERS,
     )

@@ -454,6 +454,7 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
             conn.execute(query("unstage"), params)
             return None
         document_id, created = row
+        conn.execute(query("record_content"), params)
         if not created:  # a new document (a rebuild's every one) has nothing to take out
             conn.execute(query("keyword_df_remove"), {"uris": [params["uri"]]})
             conn.execute(query("delete_chunks"), {"document_id": document_id})

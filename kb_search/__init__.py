@@ -15,6 +15,14 @@ from kb_search.corrections import (
     CorrectionForReview,
     UnknownCorrectionError,
 )
+from kb_search.gap_report import (
+    GapDocument,
+    GapQuestion,
+    GapReport,
+    GapTopic,
+    StaleDocument,
+    UncitedDocument,
+)
 from kb_search.knowledge_base import (
     ASK_MODES,
     AnswerEvent,
@@ -52,6 +60,10 @@ __all__ = [
     "CorrectionForReview",
     "DocumentPassage",
     "DocumentView",
+    "GapDocument",
+    "GapQuestion",
+    "GapReport",
+    "GapTopic",
     "KnowledgeBase",
     "Mode",
     "OfferedPassage",
@@ -62,6 +74,8 @@ __all__ = [
     "SearchResult",
     "Stage",
     "StagePart",
+    "StaleDocument",
+    "UncitedDocument",
     "UnknownCorrectionError",
     "open_knowledge_base",
     "public",

@@ -42,6 +42,7 @@ from kb_search.deep import (
     part_citations,
     passages_per_part,
 )
+from kb_search.gap_report import GapReport, gap_report
 from kb_search.question_parts import QuestionPart, QuestionSplit, split_question
 from kb_search.rerankers import make_reranker
 from kb_search.search import (
@@ -335,7 +336,8 @@ class KnowledgeBase:
                      else [{"chunk_id": c.chunk_id, "path": c.path} for c in result.citations])
         parts = ([{"question": p.question, "found": p.found, "searched": p.searched}
                   for p in result.parts] if result.parts else None)
-        with self._pool.connection() as conn:
+        cited = [c.source_uri for c in result.citations if not c.learned_fact]
+        with self._pool.connection() as conn:  # one transaction: the entry and its citations
             conn.execute(query("log_query"), {
                 "id": result.query_id, "caller_kind": caller.kind,
                 "caller_subject": caller.subject, "groups": list(caller.groups),
@@ -345,6 +347,7 @@ class KnowledgeBase:
                 "latency_ms": result.took_ms, "cached": cached, "mode": mode,
                 "parts": None if parts is None else msgspec.json.encode(parts).decode(),
             })
+            conn.execute(query("log_citations"), {"id": result.query_id, "uris": cited})
 
     def document_groups(self, source_uris: list[str]) -> dict[str, list[str]]:
         """The groups each document (or learned fact) grants, by source_uri: whom an answer
@@ -386,6 +389,14 @@ class KnowledgeBase:
         """Drop the query log's entries older than `days` (questions can hold personal data)."""
         with self._pool.connection() as conn:
             return conn.execute(query("purge_query_log"), {"days": days}).rowcount
+
+    def knowledge_gaps(self, reviewer: Caller | None, days: int = 30) -> GapReport:
+        """What the last `days` days asked that no document answered or whose answer was
+        marked unhelpful, by topic, and the documents going stale or unused: what the reviewer
+        may see of them (every question and document for the operator, `reviewer` None)."""
+        embedder = self._embedder_for(self.index_model())
+        with self._pool.connection() as conn:
+            return gap_report(conn, _groups(reviewer), days, embedder)
 
     # --- cited sources ------------------------------------------------------------------------
 

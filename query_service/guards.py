@@ -60,8 +60,9 @@ def is_reviewer(caller: Caller, state: State) -> bool:
 
 
 async def requires_reviewer(request: Request, _: BaseRouteHandler) -> None:
-    """The guard of reviewing, after requires_caller: the caller must be a member of the
-    reviewers' group (KB_REVIEWER_GROUP); 403 for anyone else."""
+    """The guard of reviewing (corrections, the knowledge-gap report), after requires_caller:
+    the caller must be a member of the reviewers' group (KB_REVIEWER_GROUP); 403 for anyone
+    else."""
     if not is_reviewer(request.state.caller, request.app.state):
-        raise PermissionDeniedException(detail="only members of the reviewers' group review "
-                                               "corrections")
+        raise PermissionDeniedException(detail="only members of the reviewers' group "
+                                               "(KB_REVIEWER_GROUP) may do this")

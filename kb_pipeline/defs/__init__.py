@@ -1,9 +1,10 @@
 """The Dagster definitions by domain, one package each with only the modules it needs
-(assets.py, checks.py, jobs.py, sensors.py): ingestion (the asset graph, its index checks, its
-job), evaluation, generations (gated rebuilds), learned_facts, and watched_folders (the folder
-sensor, which launches ingestion and rebuild runs), over the resources and run loggers they
-share (resources.py, run_logging.py). Their plain logic lives outside, in
-kb_pipeline's modules; one `Definitions` object gathers them (kb_pipeline/definitions.py)."""
+(assets.py, checks.py, jobs.py, sensors.py, schedules.py): ingestion (the asset graph, its index
+checks, its job), evaluation, generations (gated rebuilds), learned_facts, knowledge_gaps (the
+weekly report's counts), and watched_folders (the folder sensor, which launches ingestion and
+rebuild runs), over the resources and run loggers they share (resources.py, run_logging.py).
+Their plain logic lives outside, in kb_pipeline's modules; one `Definitions` object gathers
+them (kb_pipeline/definitions.py)."""
 
 import warnings
 

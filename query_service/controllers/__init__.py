@@ -1,8 +1,10 @@
 """The /v1 API, one controller per domain: questions (search, answers, feedback), the cited
-documents and corrections."""
+documents, corrections and the knowledge-gap report."""
 
 from query_service.controllers.corrections import CorrectionsController
 from query_service.controllers.documents import DocumentsController
+from query_service.controllers.gaps import GapsController
 from query_service.controllers.questions import QuestionsController
 
-__all__ = ["CorrectionsController", "DocumentsController", "QuestionsController"]
+__all__ = ["CorrectionsController", "DocumentsController", "GapsController",
+           "QuestionsController"]

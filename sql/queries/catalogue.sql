@@ -46,9 +46,12 @@ UPDATE chunk_vectors SET allowed_groups = %(groups)s
 WHERE chunk_id IN (SELECT id FROM passages);
 
 -- name: forget_sources
--- A deleted file leaves the index, the catalogue, the staging area and the wait for OCR.
+-- A deleted file leaves the index, the catalogue and its checksum history, the staging area
+-- and the wait for OCR.
 WITH gone AS (
     DELETE FROM document_sources WHERE source_uri = ANY(%(uris)s)
+), history AS (
+    DELETE FROM content_history WHERE source_uri = ANY(%(uris)s)
 ), staged AS (
     DELETE FROM staged_documents WHERE source_uri = ANY(%(uris)s)
 ), waiting AS (

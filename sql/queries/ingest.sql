@@ -101,6 +101,16 @@ SET path = EXCLUDED.path, title = EXCLUDED.title, mime = EXCLUDED.mime,
     ingested_at = now()
 RETURNING d.id, old.id IS NULL;
 
+-- name: record_content
+-- A row of the checksum history when the staged bytes differ from the last recorded.
+INSERT INTO content_history (source_uri, checksum, since)
+SELECT s.source_uri, s.checksum, least(s.file_mtime, now())
+FROM staged_documents s
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s
+  AND s.checksum IS DISTINCT FROM (SELECT h.checksum FROM content_history h
+                                   WHERE h.source_uri = s.source_uri
+                                   ORDER BY h.id DESC LIMIT 1);
+
 -- name: delete_chunks
 DELETE FROM chunks WHERE document_id = %(document_id)s;
 

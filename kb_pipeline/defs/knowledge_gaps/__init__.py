@@ -1,0 +1,1 @@
+"""The weekly knowledge-gap report: its counts in the Dagster UI, never its questions."""

@@ -1,0 +1,155 @@
+"""The knowledge-gap report: what employees asked that no document answered (whole, or a part
+of a multi-part question) or whose answer they marked unhelpful, grouped by topic with the
+documents retrieved closest to each topic; documents answers cite whose content has not changed
+for over a year; documents no answer cites.
+
+A reviewer sees a question only when every group of its asker is one of the reviewer's groups (a
+question can tell what only its asker's groups know), and a document only when it may read it;
+the operator at the shell (`groups` None) sees everything. Citation counts are over every
+answer: they say how a document is used, and hold no question.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import unicodedata
+from collections import Counter
+
+import msgspec
+import numpy as np
+import psycopg
+
+from kb_core.embeddings.contract import Embedder
+from kb_core.queries import query
+from kb_search.gaps import group_questions, threshold_for
+
+__all__ = ["GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument",
+           "UncitedDocument", "gap_report"]
+
+STALE_AFTER = dt.timedelta(days=365)  # content unchanged this long, and still cited: stale
+CLOSEST = 3  # documents named per topic
+
+
+class GapQuestion(msgspec.Struct):
+    question: str
+    asked: int  # times in the window it went unanswered or was marked unhelpful
+
+
+class GapDocument(msgspec.Struct):
+    document_id: int
+    path: str
+    title: str
+    retrieved: int  # askings of the topic that retrieved it among their first three passages
+
+
+class GapTopic(msgspec.Struct):
+    asked: int  # askings in the window: not found (whole or a part) or marked unhelpful
+    not_found: int
+    unhelpful: int
+    questions: list[GapQuestion]  # most asked first, then first asked first
+    closest: list[GapDocument]  # the documents retrieved for it most often, readable ones only
+
+
+class StaleDocument(msgspec.Struct):
+    document_id: int
+    path: str
+    title: str
+    cited: int  # answers in the window that cite it
+    unchanged_since: dt.datetime  # when its content took its present form
+
+
+class UncitedDocument(msgspec.Struct):
+    document_id: int
+    path: str
+    title: str
+    registered_at: dt.datetime  # in the catalogue since
+
+
+class GapReport(msgspec.Struct):
+    days: int
+    since: dt.datetime  # the window's start
+    citations_since: dt.datetime  # "never cited" counts from the later of this and `since`
+    topics: list[GapTopic]  # most asked first
+    stale: list[StaleDocument]  # most cited first
+    never_cited: list[UncitedDocument]
+
+    def counts(self) -> dict[str, int]:
+        """The report in figures alone: what may be shown where question text may not."""
+        return {"topics": len(self.topics),
+                "not_found": sum(t.not_found for t in self.topics),
+                "unhelpful": sum(t.unhelpful for t in self.topics),
+                "stale_documents": len(self.stale),
+                "never_cited_documents": len(self.never_cited)}
+
+
+class _Asking(msgspec.Struct):
+    question: str
+    unhelpful: bool  # False: not found
+    paths: list[str]
+
+
+def gap_report(conn: psycopg.Connection, groups: list[str] | None, days: int,
+               embedder: Embedder | None) -> GapReport:
+    """The report over the last `days` days for a reviewer of `groups` (None: everything),
+    its questions grouped by `embedder`'s vectors (by shared codes alone without one)."""
+    now = conn.execute("SELECT now()").fetchone()[0]
+    since = now - dt.timedelta(days=days)
+    params = {"groups": groups, "since": since}
+    askings = _askings(conn.execute(query("gap_questions"), params).fetchall())
+    recorded = conn.execute(query("citations_since")).fetchone()[0]
+    uncited_since = max(since, recorded)
+    stale = [StaleDocument(*row) for row in conn.execute(
+        query("stale_documents"), {**params, "unchanged_before": now - STALE_AFTER})]
+    uncited = [UncitedDocument(*row) for row in conn.execute(
+        query("uncited_documents"), {**params, "since": uncited_since})]
+    return GapReport(days=days, since=since, citations_since=recorded,
+                     topics=_topics(conn, askings, groups, embedder),
+                     stale=stale, never_cited=uncited)
+
+
+def _askings(rows: list[tuple]) -> list[_Asking]:
+    """One asking per question not found, per part not found, and per answer marked unhelpful
+    that was not already one of those."""
+    askings = []
+    for question, not_found, parts, unhelpful, paths in rows:
+        if not_found:
+            askings.append(_Asking(question, False, paths))
+        askings.extend(_Asking(part, False, paths) for part in parts)
+        if unhelpful and not not_found and not parts:
+            askings.append(_Asking(question, True, paths))
+    return askings
+
+
+def _topics(conn: psycopg.Connection, askings: list[_Asking], groups: list[str] | None,
+            embedder: Embedder | None) -> list[GapTopic]:
+    by_text: dict[str, list[_Asking]] = {}
+    for asking in askings:  # the same question asked again is one question, asked more often
+        by_text.setdefault(_same(asking.question), []).append(asking)
+    # Most asked first, then in the order first asked (the log is read oldest first).
+    texts = sorted(by_text, key=lambda t: -len(by_text[t]))
+    if not texts:
+        return []
+    vectors = (np.array([embedder.embed_query(t) for t in texts]) if embedder else None)
+    threshold = threshold_for(embedder.name) if embedder else None
+    grouped = group_questions(texts, vectors, threshold)
+    paths = sorted({p for a in askings for p in a.paths})
+    readable = {path: (document_id, title) for path, document_id, title in conn.execute(
+        query("readable_documents_at"), {"paths": paths, "groups": groups})}
+    topics = []
+    for members in grouped:
+        mine = [a for i in members for a in by_text[texts[i]]]
+        retrieved = Counter(p for a in mine for p in dict.fromkeys(a.paths) if p in readable)
+        unhelpful = sum(a.unhelpful for a in mine)
+        topics.append(GapTopic(
+            asked=len(mine), not_found=len(mine) - unhelpful, unhelpful=unhelpful,
+            questions=[GapQuestion(by_text[texts[i]][0].question, len(by_text[texts[i]]))
+                       for i in members],
+            closest=[GapDocument(readable[p][0], p, readable[p][1], n)
+                     for p, n in sorted(retrieved.items(), key=lambda x: (-x[1], x[0]))
+                     [:CLOSEST]]))
+    return sorted(topics, key=lambda t: -t.asked)
+
+
+def _same(question: str) -> str:
+    """What two askings of one question have in common: width, case and surrounding space."""
+    return unicodedata.normalize("NFKC", question).strip().casefold()
