@@ -399,6 +399,54 @@ async function loadReview() {
   }));
 }
 
+const EXAMPLES = 3; // questions shown for a knowledge gap's topic
+
+// A timestamp's date where the reader is, as YYYY-MM-DD (the report's are UTC; Swedish
+// writes dates in that order).
+const dateOf = (iso) => new Date(iso).toLocaleDateString("sv-SE");
+
+// A document of the report as text: the viewer opens a document at a passage, and the report
+// names none.
+function gapDocument(d, detail = null) {
+  return el("li", {}, d.title, el("span", { class: "path", textContent: `（${d.path}）` }),
+    detail ? el("span", { class: "meta", textContent: ` ・ ${detail}` }) : null);
+}
+
+function gapTopic(t) {
+  const more = t.questions.length - EXAMPLES;
+  return el("li", { class: "gap-topic" },
+    el("div", { class: "meta" }, el("strong", { textContent: `${t.asked} 回` }),
+      t.unhelpful > 0 ? `（うち役に立たなかった回答 ${t.unhelpful}）` : null),
+    el("ul", { class: "gap-questions" }, ...t.questions.slice(0, EXAMPLES).map((q) =>
+      el("li", {}, q.question,
+        q.asked > 1 ? el("span", { class: "times", textContent: ` ×${q.asked}` }) : null))),
+    more > 0 ? el("div", { class: "meta", textContent: `ほか ${more} 件` }) : null,
+    t.closest.length === 0 ? null : el("div", { class: "closest",
+      textContent: `近い文書：${t.closest.map((d) => `${d.title}（${d.path}）`).join("、")}` }));
+}
+
+// The knowledge-gap report of the window chosen; the panel stays hidden when it cannot be
+// read.
+async function loadGaps() {
+  const days = $("gaps-days").value;
+  const response = await api(`/v1/gaps?days=${days}`);
+  const report = response.ok ? await response.json() : null;
+  if (days !== $("gaps-days").value) return; // another window was chosen meanwhile
+  $("gaps").hidden = !report;
+  if (!report) return;
+  $("gap-topics").replaceChildren(...report.topics.map(gapTopic));
+  $("gaps-empty").hidden = report.topics.length > 0;
+  $("gap-stale").replaceChildren(...report.stale.map((d) =>
+    gapDocument(d, `引用 ${d.cited} 回 ・ ${dateOf(d.unchanged_since)} から変更なし`)));
+  $("gap-stale-block").hidden = report.stale.length === 0;
+  const recorded = new Date(report.citations_since) > new Date(report.since)
+    ? `・引用の記録は ${dateOf(report.citations_since)} から` : "";
+  $("gap-uncited-summary").textContent =
+    `引用されていない文書（${report.never_cited.length} 件${recorded}）`;
+  $("gap-uncited-list").replaceChildren(...report.never_cited.map((d) => gapDocument(d)));
+  $("gap-uncited").hidden = report.never_cited.length === 0;
+}
+
 // A passage's text with the parts of `quote` in it marked, in order.
 function markedText(content, quote) {
   const nodes = [];
@@ -494,6 +542,8 @@ function start() {
   if (document.body.dataset.reviewer === "true") {
     $("review").hidden = false;
     loadReview();
+    $("gaps-days").addEventListener("change", loadGaps);
+    loadGaps();
   }
   $("sign-out").addEventListener("click", async () => {
     await api("/auth/logout", { method: "POST" });

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ REVIEWERS = "kb-reviewers"
 OCR_NOTE = "スキャンから文字認識したページです。誤認識を含むことがあります。"  # the mark's tooltip
 # Asks two things of one regulation: answered part by part (Deep mode, `auto`).
 DEEP_QUESTION = "育児休業と介護休業の申請期限は？"
+UNANSWERED = "駐車場の申し込み方法は？"  # in no document of the corpus
+OUTSIDERS_QUESTION = "退職金の計算方法は？"  # in none either, asked by a member of hr alone
 # Everything the status line and the parts' lines show, in order, however fast the stream:
 # the observer's records keep each node as it was added, and the page replaces a line rather
 # than altering it.
@@ -108,6 +111,20 @@ def browser(chromium_path) -> Iterator[object]:
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         yield browser
         browser.close()
+
+
+@pytest.fixture
+def signed_in(service, browser, provider) -> Callable[[dict], object]:
+    """Signs `user` in to `service` in a browser context of its own (its own cookies), giving
+    its page."""
+    def sign_in(user: dict) -> object:
+        provider.user = user
+        page = browser.new_context(locale="ja-JP", viewport={"width": 1280, "height": 900}
+                                   ).new_page()
+        _sign_in(page, service)
+        return page
+
+    return sign_in
 
 
 def _screenshot(page, name: str) -> None:
@@ -305,22 +322,16 @@ def test_the_browser_is_refused_forged_and_expired_sessions_missing_csrf_tokens_
     context.close()
 
 
+def _answered(page, question: str) -> None:
+    _ask(page, question)
+    page.locator("#feedback").wait_for()
+
+
 def test_a_correction_is_approved_by_a_reviewer_and_cited_only_for_its_documents_groups(
-    service, browser, provider, settings
+    signed_in
 ):
-    def signed_in(user: dict) -> object:
-        provider.user = user
-        page = browser.new_context(locale="ja-JP", viewport={"width": 1280, "height": 900}
-                                   ).new_page()
-        _sign_in(page, service)
-        return page
-
-    def answered(page, question: str) -> None:
-        _ask(page, question)
-        page.locator("#feedback").wait_for()
-
     employee = signed_in({"sub": "emp-2001", "name": "田中 一郎", "groups": ["all-employees"]})
-    answered(employee, HOLIDAY_QUESTION)
+    _answered(employee, HOLIDAY_QUESTION)
     assert employee.locator("#review").is_hidden()
     employee.get_by_role("button", name="回答を訂正する").click()
     employee.fill("#correction", "2026年4月から、年次有給休暇は5営業日前までに申請する。")
@@ -339,7 +350,7 @@ def test_a_correction_is_approved_by_a_reviewer_and_cited_only_for_its_documents
     reviewer.context.close()
 
     colleague = signed_in({"sub": "emp-3003", "name": "鈴木 次郎", "groups": ["all-employees"]})
-    answered(colleague, HOLIDAY_QUESTION)
+    _answered(colleague, HOLIDAY_QUESTION)
     learned = colleague.locator("#citations .card.learned")
     learned.first.wait_for()
     text = learned.first.inner_text()
@@ -350,10 +361,78 @@ def test_a_correction_is_approved_by_a_reviewer_and_cited_only_for_its_documents
     colleague.context.close()
 
     outsider = signed_in({"sub": "emp-4004", "name": "高橋 三郎", "groups": ["hr"]})
-    answered(outsider, HOLIDAY_QUESTION)
+    _answered(outsider, HOLIDAY_QUESTION)
     assert outsider.locator("#citations .card.learned").count() == 0
     assert "5営業日前" not in outsider.locator("#result").inner_text()
     outsider.context.close()
+
+
+def test_a_reviewer_sees_the_questions_no_document_answered_of_askers_within_its_groups(
+    signed_in, settings
+):
+    # An employee whose every group is one of the reviewer's: not found twice, then 👎.
+    employee = signed_in({"sub": "emp-6006", "name": "小林 直子", "groups": ["all-employees"]})
+    for _ in range(2):
+        _ask(employee, UNANSWERED)
+        employee.locator("#not-found").wait_for()
+    _answered(employee, HOLIDAY_QUESTION)
+    employee.get_by_role("button", name="役に立たなかった").click()
+    employee.get_by_role("button", name="送信").click()
+    employee.locator("#feedback-thanks", has_text="送信しました").wait_for()
+    assert employee.locator("#gaps").is_hidden()
+    employee.context.close()
+
+    # A member of hr, a group the reviewer is not in: never shown to it.
+    outsider = signed_in({"sub": "emp-7007", "name": "加藤 健", "groups": ["hr"]})
+    _ask(outsider, OUTSIDERS_QUESTION)
+    outsider.locator("#not-found").wait_for()
+    outsider.context.close()
+
+    # The leave rules, cited just now, made unchanged for two years; the citations recorded
+    # since 20 days ago, so "never cited" counts from then.
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE content_history SET since = now() - interval '2 years' "
+                     "WHERE source_uri LIKE '%%休暇規程.md'")
+        conn.execute("UPDATE document_sources SET registered_at = now() - interval '60 days'")
+        conn.execute("UPDATE schema_migrations SET applied_at = now() - interval '20 days' "
+                     "WHERE name = '020_gap_report.sql'")
+
+    reviewer = signed_in({"sub": "emp-0042", "name": "佐藤 花子",
+                          "groups": ["all-employees", REVIEWERS]})
+    topics = reviewer.locator("#gap-topics .gap-topic")
+    topics.first.wait_for()
+    assert topics.first.locator(".meta").first.inner_text() == "2 回"
+    assert topics.first.locator(".gap-questions li").all_inner_texts() == [f"{UNANSWERED} ×2"]
+    assert "近い文書：" in topics.first.inner_text()
+    assert topics.nth(1).locator(".meta").first.inner_text() == "1 回（うち役に立たなかった回答 1）"
+    panel = reviewer.locator("#gaps")
+    assert OUTSIDERS_QUESTION not in panel.inner_text()
+    stale = reviewer.locator("#gap-stale li")
+    assert stale.count() == 1
+    assert re.fullmatch(r"休暇規程（corpus/all/休暇規程\.md） ・ 引用 1 回 ・ "
+                        r"\d{4}-\d{2}-\d{2} から変更なし", stale.inner_text())
+    uncited = reviewer.locator("#gap-uncited summary")
+    assert re.fullmatch(r"引用されていない文書（1 件・引用の記録は \d{4}-\d{2}-\d{2} から）",
+                        uncited.inner_text())
+    uncited.click()
+    assert reviewer.locator("#gap-uncited-list").inner_text() == "社内案内（corpus/all/案内.html）"
+    _screenshot(reviewer, "knowledge_gaps")
+    reviewer.set_viewport_size({"width": 390, "height": 844})
+    assert reviewer.evaluate("document.documentElement.scrollWidth") <= 390
+    _screenshot(reviewer, "knowledge_gaps-390px")
+
+    # A shorter window that ends before the questions: none of them.
+    with connect(settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE query_log SET created_at = now() - interval '8 days'")
+    reviewer.select_option("#gaps-days", "7")
+    reviewer.locator("#gaps-empty").wait_for()
+    assert topics.count() == 0
+
+    # A report that cannot be read draws nothing, not the last one read.
+    reviewer.route("**/v1/gaps?days=90", lambda route: route.fulfill(status=403))
+    reviewer.select_option("#gaps-days", "90")
+    panel.wait_for(state="hidden")
+    reviewer.context.close()
 
 
 def _in_order(shown: list[str], expected: list[str]) -> None:
