@@ -12,6 +12,7 @@ answer: they say how a document is used, and hold no question.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import unicodedata
 from collections import Counter
 
@@ -129,7 +130,7 @@ def _topics(conn: psycopg.Connection, askings: list[_Asking], groups: list[str] 
     texts = sorted(by_text, key=lambda t: -len(by_text[t]))
     if not texts:
         return []
-    vectors = (np.array([embedder.embed_query(t) for t in texts]) if embedder else None)
+    vectors = _vectors(conn, texts, embedder) if embedder else None
     threshold = threshold_for(embedder.name) if embedder else None
     grouped = group_questions(texts, vectors, threshold)
     paths = sorted({p for a in askings for p in a.paths})
@@ -148,6 +149,20 @@ def _topics(conn: psycopg.Connection, askings: list[_Asking], groups: list[str] 
                      for p, n in sorted(retrieved.items(), key=lambda x: (-x[1], x[0]))
                      [:CLOSEST]]))
     return sorted(topics, key=lambda t: -t.asked)
+
+
+def _vectors(conn: psycopg.Connection, texts: list[str], embedder: Embedder) -> np.ndarray:
+    """The question vector of each of `texts`: those kept from an earlier report, the others
+    embedded now and kept."""
+    shas = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    kept = dict(conn.execute(query("question_vectors"),
+                             {"model": embedder.name, "shas": shas}).fetchall())
+    new = {sha: embedder.embed_query(t) for t, sha in zip(texts, shas, strict=True)
+           if sha not in kept}
+    if new:
+        conn.execute(query("keep_question_vectors"), {
+            "model": embedder.name, "shas": list(new), "embeddings": list(new.values())})
+    return np.array([kept[sha] if sha in kept else new[sha] for sha in shas])
 
 
 def _same(question: str) -> str:

@@ -27,3 +27,15 @@ CREATE INDEX content_history_latest ON content_history (source_uri, id DESC);
 -- What is indexed now is the history's first row: its content is as old as its file says.
 INSERT INTO content_history (source_uri, checksum, since, indexed_at)
 SELECT source_uri, checksum, least(file_mtime, ingested_at), ingested_at FROM documents;
+
+-- The report's question vectors, kept so each question is embedded once, not at every reading
+-- (about 15 ms each on two cores). Keyed by the question's normalized text's SHA-256; a vector
+-- is derived from an employee's question, so it goes with the query log's retention, counted
+-- from the last report that used it.
+CREATE TABLE question_vectors (
+    model       text NOT NULL,
+    text_sha256 text NOT NULL,
+    embedding   vector NOT NULL,
+    used_at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (model, text_sha256)
+);

@@ -64,3 +64,15 @@ WHERE s.registered_at < %(since)s
                   WHERE c.source_uri = d.source_uri AND q.created_at >= %(since)s)
   AND (%(groups)s::text[] IS NULL OR d.allowed_groups && %(groups)s::text[])
 ORDER BY d.path;
+
+-- name: question_vectors
+-- The vectors kept of these questions, marked used now.
+UPDATE question_vectors SET used_at = now()
+WHERE model = %(model)s AND text_sha256 = ANY(%(shas)s)
+RETURNING text_sha256, embedding::real[];
+
+-- name: keep_question_vectors
+INSERT INTO question_vectors (model, text_sha256, embedding)
+SELECT %(model)s, sha, embedding
+FROM unnest(%(shas)s::text[], %(embeddings)s::vector[]) AS v (sha, embedding)
+ON CONFLICT DO NOTHING;

@@ -21,6 +21,7 @@ from litestar.testing import AsyncTestClient
 
 from kb_core.api_tokens import TokenStore
 from kb_core.callers import Caller
+from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.defs.knowledge_gaps.assets import knowledge_gaps
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
@@ -129,6 +130,15 @@ async def test_the_report_groups_what_went_unanswered_for_the_reviewers_who_may_
     # A window that ends before the questions holds none of them.
     conn.execute("UPDATE query_log SET created_at = now() - interval '8 days'")
     assert (await gaps(client, tokens["reviewer"], days=7))["topics"] == []
+
+    # Each question was embedded once for all these readings, and its vector goes with the
+    # query log's retention, counted from the last reading that used it.
+    assert conn.execute("SELECT count(*) FROM question_vectors").fetchone()[0] == 4
+    conn.execute("UPDATE question_vectors SET used_at = now() - interval '91 days' WHERE "
+                 "text_sha256 = encode(sha256(convert_to(normalize(%s, NFKC), 'UTF8')), 'hex')",
+                 (SEVERANCE,))
+    conn.execute(query("purge_query_log"), {"days": 90})
+    assert conn.execute("SELECT count(*) FROM question_vectors").fetchone()[0] == 3
 
 
 async def test_the_checksum_history_keeps_the_age_of_content_not_of_its_file(
