@@ -42,6 +42,8 @@ def group_questions(questions: list[str], vectors: np.ndarray | None,
     codes = [plan_question(question).codes for question in questions]
     if vectors is None or threshold is None:
         return _by_codes(codes)
+    # float32, as the threshold was fitted: kept vectors come back from the database as floats.
+    vectors = np.asarray(vectors, dtype=np.float32)
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit.T
     members = [[i] for i in range(len(questions))]
@@ -49,10 +51,15 @@ def group_questions(questions: list[str], vectors: np.ndarray | None,
     alive = np.ones(len(questions), dtype=bool)
     np.fill_diagonal(similarity, -np.inf)
     for i in range(len(questions)):
-        similarity[i, ~_compatible(group_codes, i)] = -np.inf
+        if group_codes[i]:
+            similarity[i, ~_compatible(group_codes, i)] = -np.inf
+    # Each row's best pair, so finding the closest two groups reads a row, not the matrix.
+    best = similarity.argmax(axis=1)
+    best_value = similarity[np.arange(len(questions)), best]
     while alive.sum() > 1:
-        a, b = np.unravel_index(np.argmax(similarity), similarity.shape)
-        if similarity[a, b] < threshold:
+        a = int(np.argmax(best_value))
+        b = int(best[a])
+        if best_value[a] < threshold:
             break
         # Lance-Williams for average link: the merged group's mean similarity to each other.
         na, nb = len(members[a]), len(members[b])
@@ -61,10 +68,22 @@ def group_questions(questions: list[str], vectors: np.ndarray | None,
         members[b] = []
         group_codes[a] |= group_codes[b]
         alive[b] = False
-        merged[~alive | ~_compatible(group_codes, a)] = -np.inf
+        merged[~alive] = -np.inf
+        if group_codes[a]:
+            merged[~_compatible(group_codes, a)] = -np.inf
         merged[a] = -np.inf
         similarity[a], similarity[:, a] = merged, merged
         similarity[b], similarity[:, b] = -np.inf, -np.inf
+        best_value[b] = -np.inf
+        # Rows whose best was a or b look again; the others may now like a best (ties go to
+        # the lower index, as an arg-max over the whole matrix would have it).
+        stale = alive & ((best == a) | (best == b))
+        stale[a] = True
+        rows = np.flatnonzero(stale)
+        best[rows] = similarity[rows].argmax(axis=1)
+        best_value[rows] = similarity[rows, best[rows]]
+        better = alive & ~stale & ((merged > best_value) | ((merged == best_value) & (a < best)))
+        best[better], best_value[better] = a, merged[better]
     groups = [sorted(m) for m in members if m]
     return sorted(groups, key=lambda g: (-len(g), g[0]))
 
