@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     gaps = _command(sub, "gaps", "gaps:run",
                     "the knowledge-gap report: questions no document answers, by topic; "
                     "documents going stale or never cited",
-                    ("kb gaps", "kb gaps --days 90 --json", "kb gaps --groups hr,kb-reviewers"))
+                    ("kb gaps --days 90 --json", "kb gaps --groups hr,kb-reviewers"))
     gaps.add_argument("--days", type=int, default=30, help="the window (default 30 days)")
     gaps.add_argument("--groups", type=groups, default=None,
                       help="show only what a reviewer of these groups sees on the page")

@@ -31,6 +31,7 @@ ASSETS = {
     "generation_evaluation": ("generations", "generations", {"generation_search_indexes"}),
     "published_generation": ("generations", "generations", {"generation_evaluation"}),
     "learned_facts": ("corrections", None, set()),
+    "knowledge_gaps": ("knowledge_gaps", None, set()),
 }
 # (asset, check): blocking
 CHECKS = {
@@ -68,6 +69,7 @@ JOBS = {
     "read_scans": ("documents", {"scanned_pages"}),
     "discard_generation": (None, {"discard_generation_op"}),
     "index_learned_facts": (None, {"learned_facts"}),
+    "knowledge_gap_report": (None, {"knowledge_gaps"}),
 }
 OPS = {*(op for _, ops in JOBS.values() for op in ops), "retrieval_evaluation"}
 # op: its concurrency pool; the other ops have none
@@ -78,7 +80,7 @@ SENSORS = {
     "learned_facts_sensor": {"index_learned_facts"},
     "evaluation_automation": {"retrieval_evaluation"},
 }
-SCHEDULES: set[str] = set()
+SCHEDULES = {"weekly_knowledge_gaps"}
 RESOURCES = {"postgres", "embedder", "answerer", "reranker"}
 LOGGERS = {"python_logging"}  # named in the run config of in-process runs
 

@@ -20,6 +20,7 @@ PUBLIC_NAMES = {
     "CitationNumber", "Comparison", "Stage", "StagePart",
     "CorrectedPassage", "CorrectionForReview", "DocumentPassage", "DocumentView",
     "OfferedPassage", "OfferedPassages", "Original", "Ranks", "SearchHit", "SearchResult",
+    "GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument", "UncitedDocument",
     # what it refuses with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
@@ -36,6 +37,7 @@ METHODS = {
     "feedback": ["caller", "query_id", "helpful", "comment"],
     "recent_questions": ["caller", "limit"],
     "purge_query_log": ["days"],
+    "knowledge_gaps": ["reviewer", "days"],
     "document": ["caller", "document_id", "chunk_id"],
     "original": ["caller", "document_id"],
     "submit_correction": ["caller", "name", "query_id", "correction", "chunk_ids"],
