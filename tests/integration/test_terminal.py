@@ -144,7 +144,7 @@ def test_kb_status_describes_the_installation(installation):
     assert (status["generation"]["id"], status["generation"]["state"]) == (1, "live")
     assert status["generation"]["model"].startswith("hashing")
     index = status["index"]
-    assert index["documents"] == 18 and index["chunks"] > 18 and index["failures"] == 0
+    assert index["documents"] == 21 and index["chunks"] > 21 and index["failures"] == 0
     assert index["groups"]["all-employees"] >= 1 and "hr" in index["groups"]
     assert status["rebuild"] is None and status["evaluation"] is None
     assert status["service"] == {"running": False, "url": None, "dagster_url": None}
@@ -153,7 +153,7 @@ def test_kb_status_describes_the_installation(installation):
     assert code == 0, screen
     for row in (r"database\s*│ embedded .*running, \d+ MB",
                 r"index\s*│ generation 1, model hashing",
-                r"documents\s*│ 18 \(\d+ chunks\), 0 failed", r"groups\s*│ all-employees \d+",
+                r"documents\s*│ 21 \(\d+ chunks\), 0 failed", r"groups\s*│ all-employees \d+",
                 r"service\s*│ not running", r"evaluation\s*│ none yet"):
         assert re.search(row, screen), screen
 
