@@ -41,6 +41,7 @@ class GapDocument(msgspec.Struct):
     path: str
     title: str
     retrieved: int  # askings of the topic that retrieved it among their first three passages
+    chunk_id: int | None  # where to open it: the passage retrieved first, else its first one
 
 
 class GapTopic(msgspec.Struct):
@@ -57,6 +58,7 @@ class StaleDocument(msgspec.Struct):
     title: str
     cited: int  # answers in the window that cite it
     unchanged_since: dt.datetime  # when its content took its present form
+    chunk_id: int | None  # its first passage, where to open it
 
 
 class UncitedDocument(msgspec.Struct):
@@ -64,6 +66,7 @@ class UncitedDocument(msgspec.Struct):
     path: str
     title: str
     registered_at: dt.datetime  # in the catalogue since
+    chunk_id: int | None  # its first passage, where to open it
 
 
 class GapReport(msgspec.Struct):
@@ -86,7 +89,7 @@ class GapReport(msgspec.Struct):
 class _Asking(msgspec.Struct):
     question: str
     unhelpful: bool  # False: not found
-    paths: list[str]
+    hits: list[tuple[str, int]]  # (path, chunk id) of its first passages retrieved, in order
 
 
 def gap_report(conn: psycopg.Connection, groups: list[str] | None, days: int,
@@ -112,12 +115,13 @@ def _askings(rows: list[tuple]) -> list[_Asking]:
     """One asking per question not found, per part not found, and per answer marked unhelpful
     that was not already one of those."""
     askings = []
-    for question, not_found, parts, unhelpful, paths in rows:
+    for question, not_found, parts, unhelpful, paths, chunks in rows:
+        hits = list(zip(paths, chunks, strict=True))
         if not_found:
-            askings.append(_Asking(question, False, paths))
-        askings.extend(_Asking(part, False, paths) for part in parts)
+            askings.append(_Asking(question, False, hits))
+        askings.extend(_Asking(part, False, hits) for part in parts)
         if unhelpful and not not_found and not parts:
-            askings.append(_Asking(question, True, paths))
+            askings.append(_Asking(question, True, hits))
     return askings
 
 
@@ -133,19 +137,28 @@ def _topics(conn: psycopg.Connection, askings: list[_Asking], groups: list[str] 
     vectors = _vectors(conn, texts, embedder) if embedder else None
     threshold = threshold_for(embedder.name) if embedder else None
     grouped = group_questions(texts, vectors, threshold)
-    paths = sorted({p for a in askings for p in a.paths})
-    readable = {path: (document_id, title) for path, document_id, title in conn.execute(
-        query("readable_documents_at"), {"paths": paths, "groups": groups})}
+    paths = sorted({path for a in askings for path, _ in a.hits})
+    readable = {path: (document_id, title, first) for path, document_id, title, first in
+                conn.execute(query("readable_documents_at"), {"paths": paths, "groups": groups})}
+    # A passage retrieved then is the one to open while its document still holds it.
+    live = set(conn.execute(query("passages_at"), {
+        "chunks": sorted({chunk for a in askings for _, chunk in a.hits})}).fetchall())
     topics = []
     for members in grouped:
         mine = [a for i in members for a in by_text[texts[i]]]
-        retrieved = Counter(p for a in mine for p in dict.fromkeys(a.paths) if p in readable)
+        retrieved = Counter(p for a in mine for p in dict.fromkeys(p for p, _ in a.hits)
+                            if p in readable)
+        opened: dict[str, int] = {}
+        for path, chunk in (hit for a in mine for hit in a.hits):
+            if (chunk, path) in live:
+                opened.setdefault(path, chunk)
         unhelpful = sum(a.unhelpful for a in mine)
         topics.append(GapTopic(
             asked=len(mine), not_found=len(mine) - unhelpful, unhelpful=unhelpful,
             questions=[GapQuestion(by_text[texts[i]][0].question, len(by_text[texts[i]]))
                        for i in members],
-            closest=[GapDocument(readable[p][0], p, readable[p][1], n)
+            closest=[GapDocument(readable[p][0], p, readable[p][1], n,
+                                 opened.get(p, readable[p][2]))
                      for p, n in sorted(retrieved.items(), key=lambda x: (-x[1], x[0]))
                      [:CLOSEST]]))
     return sorted(topics, key=lambda t: -t.asked)

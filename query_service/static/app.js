@@ -405,10 +405,16 @@ const EXAMPLES = 3; // questions shown for a knowledge gap's topic
 // writes dates in that order).
 const dateOf = (iso) => new Date(iso).toLocaleDateString("sv-SE");
 
-// A document of the report as text: the viewer opens a document at a passage, and the report
-// names none.
+// A document of the report: its title opens it in the viewer, at the passage the report names
+// (the one retrieved for a topic, else its first).
+function gapTitle(d) {
+  const open = el("button", { type: "button", class: "link", textContent: d.title });
+  open.addEventListener("click", () => openSource(d.document_id, d.chunk_id, ""));
+  return open;
+}
+
 function gapDocument(d, detail = null) {
-  return el("li", {}, d.title, el("span", { class: "path", textContent: `（${d.path}）` }),
+  return el("li", {}, gapTitle(d), el("span", { class: "path", textContent: `（${d.path}）` }),
     detail ? el("span", { class: "meta", textContent: ` ・ ${detail}` }) : null);
 }
 
@@ -421,8 +427,8 @@ function gapTopic(t) {
       el("li", {}, q.question,
         q.asked > 1 ? el("span", { class: "times", textContent: ` ×${q.asked}` }) : null))),
     more > 0 ? el("div", { class: "meta", textContent: `ほか ${more} 件` }) : null,
-    t.closest.length === 0 ? null : el("div", { class: "closest",
-      textContent: `近い文書：${t.closest.map((d) => `${d.title}（${d.path}）`).join("、")}` }));
+    t.closest.length === 0 ? null : el("div", { class: "closest" }, "近い文書：",
+      ...t.closest.flatMap((d, i) => [i ? "、" : "", gapTitle(d), `（${d.path}）`])));
 }
 
 // The knowledge-gap report of the window chosen; the panel stays hidden when it cannot be

@@ -5,8 +5,9 @@
 -- Questions asked since %(since)s that no document answered, whole or in a part, or whose answer
 -- an employee marked unhelpful: only those whose asker's every group is one of the reviewer's.
 -- `parts`: the sub-questions searched and not found (a multi-part question is a gap part by
--- part); `paths`: the documents of its first three passages retrieved, in rank order.
-SELECT question, not_found, parts, unhelpful, paths
+-- part); `paths`, `chunks`: the documents and ids of its first three passages retrieved, in
+-- rank order.
+SELECT question, not_found, parts, unhelpful, paths, chunks
 FROM (
     SELECT q.question,
            NOT q.found AND q.parts IS NULL AS not_found,
@@ -17,6 +18,9 @@ FROM (
                AS unhelpful,
            ARRAY(SELECT h->>'path' FROM jsonb_array_elements(q.hits) WITH ORDINALITY x (h, n)
                  ORDER BY n LIMIT 3) AS paths,
+           ARRAY(SELECT (h->>'chunk_id')::bigint
+                 FROM jsonb_array_elements(q.hits) WITH ORDINALITY x (h, n)
+                 ORDER BY n LIMIT 3) AS chunks,
            q.created_at
     FROM query_log q
     WHERE q.created_at >= %(since)s
@@ -26,10 +30,17 @@ WHERE not_found OR cardinality(parts) > 0 OR unhelpful
 ORDER BY created_at;
 
 -- name: readable_documents_at
--- The documents at `paths` the reviewer may read.
-SELECT path, id, title FROM documents
-WHERE path = ANY(%(paths)s)
-  AND (%(groups)s::text[] IS NULL OR allowed_groups && %(groups)s::text[]);
+-- The documents at `paths` the reviewer may read, with their first passage.
+SELECT d.path, d.id, d.title,
+       (SELECT c.id FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1)
+FROM documents d
+WHERE d.path = ANY(%(paths)s)
+  AND (%(groups)s::text[] IS NULL OR d.allowed_groups && %(groups)s::text[]);
+
+-- name: passages_at
+-- Which of `chunks` are still indexed, with their document's path.
+SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.document_id
+WHERE c.id = ANY(%(chunks)s);
 
 -- name: citations_since
 -- When answers began recording what they cite.
@@ -44,7 +55,8 @@ WITH cited AS (
     WHERE q.created_at >= %(since)s
     GROUP BY c.source_uri
 )
-SELECT d.id, d.path, d.title, cited.cited, h.since
+SELECT d.id, d.path, d.title, cited.cited, h.since,
+       (SELECT c.id FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1)
 FROM documents d
 JOIN cited USING (source_uri)
 JOIN LATERAL (SELECT since FROM content_history
@@ -56,7 +68,8 @@ ORDER BY cited.cited DESC, d.path;
 -- name: uncited_documents
 -- Documents the reviewer may read, in the catalogue since before %(since)s, that no answer
 -- has cited since.
-SELECT d.id, d.path, d.title, s.registered_at
+SELECT d.id, d.path, d.title, s.registered_at,
+       (SELECT c.id FROM chunks c WHERE c.document_id = d.id ORDER BY c.chunk_index LIMIT 1)
 FROM documents d
 JOIN document_sources s USING (source_uri)
 WHERE s.registered_at < %(since)s

@@ -103,6 +103,10 @@ async def test_the_report_groups_what_went_unanswered_for_the_reviewers_who_may_
     assert sum(t["unhelpful"] for t in report["topics"]) == 1
     closest = {d["path"] for t in report["topics"] for d in t["closest"]}
     assert closest and all(p.startswith("corpus/all/") for p in closest), closest
+    # Each opens at a passage of its own: one its topic retrieved.
+    for d in (d for t in report["topics"] for d in t["closest"]):
+        assert conn.execute("SELECT document_id FROM chunks WHERE id = %s",
+                            (d["chunk_id"],)).fetchone() == (d["document_id"],)
 
     # hr's reviewer sees hr's question and none of all-employees' askers: their groups are not
     # all its own. Its closest documents are those hr may read.

@@ -417,6 +417,17 @@ def test_a_reviewer_sees_the_questions_no_document_answered_of_askers_within_its
     uncited.click()
     assert reviewer.locator("#gap-uncited-list").inner_text() == "社内案内（corpus/all/案内.html）"
     _screenshot(reviewer, "knowledge_gaps")
+
+    # A closest document opens in the viewer, at the passage retrieved for the topic.
+    closest = topics.first.locator(".closest button").first
+    title = closest.inner_text()
+    closest.click()
+    dialog = reviewer.locator("dialog#source")
+    dialog.wait_for()
+    assert dialog.locator("#source-title").inner_text() == title
+    assert dialog.locator(".passage.cited").count() == 1
+    dialog.get_by_role("button", name="閉じる").click()
+
     reviewer.set_viewport_size({"width": 390, "height": 844})
     assert reviewer.evaluate("document.documentElement.scrollWidth") <= 390
     _screenshot(reviewer, "knowledge_gaps-390px")
