@@ -89,7 +89,7 @@ class GapReport(msgspec.Struct):
 class _Asking(msgspec.Struct):
     question: str
     unhelpful: bool  # False: not found
-    hits: list[tuple[str, int]]  # (path, chunk id) of its first passages retrieved, in order
+    hits: list[tuple[str, int | None]]  # (path, chunk id) of its first passages retrieved
 
 
 def gap_report(conn: psycopg.Connection, groups: list[str] | None, days: int,
