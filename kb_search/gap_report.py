@@ -29,6 +29,7 @@ __all__ = ["GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument
 
 STALE_AFTER = dt.timedelta(days=365)  # content unchanged this long, and still cited: stale
 CLOSEST = 3  # documents named per topic
+RETRIEVED = 3  # an asking's first passages that count as retrieved for its topic
 
 
 class GapQuestion(msgspec.Struct):
@@ -115,8 +116,8 @@ def _askings(rows: list[tuple]) -> list[_Asking]:
     """One asking per question not found, per part not found, and per answer marked unhelpful
     that was not already one of those."""
     askings = []
-    for question, not_found, parts, unhelpful, paths, chunks in rows:
-        hits = list(zip(paths, chunks, strict=True))
+    for question, not_found, parts, unhelpful, logged in rows:
+        hits = [(h["path"], h.get("chunk_id")) for h in logged[:RETRIEVED]]
         if not_found:
             askings.append(_Asking(question, False, hits))
         askings.extend(_Asking(part, False, hits) for part in parts)

@@ -5,9 +5,8 @@
 -- Questions asked since %(since)s that no document answered, whole or in a part, or whose answer
 -- an employee marked unhelpful: only those whose asker's every group is one of the reviewer's.
 -- `parts`: the sub-questions searched and not found (a multi-part question is a gap part by
--- part); `paths`, `chunks`: the documents and ids of its first three passages retrieved, in
--- rank order.
-SELECT question, not_found, parts, unhelpful, paths, chunks
+-- part); `hits`: the passages it retrieved, in rank order.
+SELECT question, not_found, parts, unhelpful, hits
 FROM (
     SELECT q.question,
            NOT q.found AND q.parts IS NULL AS not_found,
@@ -16,12 +15,7 @@ FROM (
                  ORDER BY n) AS parts,
            EXISTS (SELECT 1 FROM feedback f WHERE f.query_id = q.id AND NOT f.helpful)
                AS unhelpful,
-           ARRAY(SELECT h->>'path' FROM jsonb_array_elements(q.hits) WITH ORDINALITY x (h, n)
-                 ORDER BY n LIMIT 3) AS paths,
-           ARRAY(SELECT (h->>'chunk_id')::bigint
-                 FROM jsonb_array_elements(q.hits) WITH ORDINALITY x (h, n)
-                 ORDER BY n LIMIT 3) AS chunks,
-           q.created_at
+           q.hits, q.created_at
     FROM query_log q
     WHERE q.created_at >= %(since)s
       AND (%(groups)s::text[] IS NULL OR q.groups <@ %(groups)s::text[])
