@@ -16,15 +16,17 @@ import dagster as dg
 import psycopg
 import uvicorn
 from litestar import Litestar
+from litestar.testing import AsyncTestClient
 
 from kb_cli.serve import server_config
+from kb_core.api_tokens import TokenStore
 from kb_core.callers import Caller
 from kb_core.settings import ServiceSettings, Settings
 from kb_pipeline.in_process import ingest_paths
 from query_service.app import create_app
 
-__all__ = ["CORPUS", "HOLIDAY_QUESTION", "document_id", "free_port", "index_corpus", "served",
-           "web_app"]
+__all__ = ["CORPUS", "HOLIDAY_QUESTION", "ask", "bearer_headers", "document_id", "free_port",
+           "index_corpus", "served", "web_app"]
 
 CORPUS = {
     "all/休暇規程.md": (
@@ -59,6 +61,20 @@ def index_corpus(root: Path, settings: Settings, instance: dg.DagsterInstance) -
 def document_id(conn: psycopg.Connection, name: str) -> int:
     return conn.execute("SELECT id FROM documents WHERE path LIKE %s",
                         (f"%{name}",)).fetchone()[0]
+
+
+def bearer_headers(conn: psycopg.Connection,
+                   callers: dict[str, list[str]]) -> dict[str, dict[str, str]]:
+    """An API token for each caller (its name → its groups), as the header that carries it."""
+    return {name: {"Authorization": f"Bearer {TokenStore.create(conn, name, groups)}"}
+            for name, groups in callers.items()}
+
+
+async def ask(client: AsyncTestClient, headers: dict[str, str], question: str) -> dict:
+    """The answer `POST /v1/ask` gives the caller of `headers`, which must succeed."""
+    response = await client.post("/v1/ask", json={"question": question}, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()
 
 
 def web_app(settings: Settings, dev_user: Caller | None = None, **service: object) -> Litestar:

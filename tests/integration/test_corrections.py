@@ -42,7 +42,7 @@ from kb_search.corrections import (
     corrections_to_review,
     reject_correction,
 )
-from tests.web_app import HOLIDAY_QUESTION, index_corpus, web_app
+from tests.web_app import HOLIDAY_QUESTION, ask, bearer_headers, index_corpus, web_app
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -62,10 +62,9 @@ def corpus(settings: Settings, instance: dg.DagsterInstance, tmp_path: Path) -> 
 
 @pytest.fixture
 def tokens(conn: psycopg.Connection) -> dict[str, dict[str, str]]:
-    made = {name: TokenStore.create(conn, name, groups) for name, groups in [
-        ("staff", ["all-employees"]), ("colleague", ["all-employees"]), ("hr", ["hr"]),
-        ("reviewer", ["all-employees", REVIEWERS]), ("hr-reviewer", ["hr", REVIEWERS])]}
-    return {name: {"Authorization": f"Bearer {token}"} for name, token in made.items()}
+    return bearer_headers(conn, {
+        "staff": ["all-employees"], "colleague": ["all-employees"], "hr": ["hr"],
+        "reviewer": ["all-employees", REVIEWERS], "hr-reviewer": ["hr", REVIEWERS]})
 
 
 @pytest.fixture
@@ -76,12 +75,6 @@ async def client(settings: Settings, corpus: Path) -> AsyncIterator[AsyncTestCli
 
 def embedder_for(model: str):  # noqa: ANN201 - kb_core.learned_facts.EmbedderFor
     return embedder_for_index(model, EmbedderSettings("hashing"))
-
-
-async def ask(client: AsyncTestClient, headers: dict[str, str], question: str) -> dict:
-    response = await client.post("/v1/ask", json={"question": question}, headers=headers)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 async def learned(client: AsyncTestClient, headers: dict[str, str],

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from litestar.testing import AsyncTestClient
 
-from kb_core.api_tokens import TokenStore
 from kb_core.database import connect
 from kb_core.queries import query
 from kb_search.sources import indexed_original, verified_copy
-from tests.web_app import HOLIDAY_QUESTION, document_id, index_corpus, web_app
+from tests.web_app import HOLIDAY_QUESTION, bearer_headers, document_id, index_corpus, web_app
 
 pytestmark = pytest.mark.anyio
 
@@ -34,8 +33,7 @@ def corpus(settings, instance, tmp_path) -> Path:
 @pytest.fixture
 def headers(settings, corpus) -> dict[str, dict[str, str]]:
     with connect(settings.database_url, autocommit=True) as conn:
-        return {name: {"Authorization": f"Bearer {TokenStore.create(conn, name, groups)}"}
-                for name, groups in (("portal", ["all-employees"]), ("hr-bot", ["hr"]))}
+        return bearer_headers(conn, {"portal": ["all-employees"], "hr-bot": ["hr"]})
 
 
 @pytest.fixture

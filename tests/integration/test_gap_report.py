@@ -19,7 +19,6 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from litestar.testing import AsyncTestClient
 
-from kb_core.api_tokens import TokenStore
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import Settings
@@ -27,7 +26,7 @@ from kb_pipeline.defs.knowledge_gaps.assets import knowledge_gaps
 from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
 from kb_pipeline.in_process import ingest_paths
 from kb_search import open_knowledge_base
-from tests.web_app import HOLIDAY_QUESTION, index_corpus, web_app
+from tests.web_app import HOLIDAY_QUESTION, ask, bearer_headers, index_corpus, web_app
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -49,22 +48,15 @@ def corpus(settings: Settings, instance: dg.DagsterInstance, tmp_path: Path) -> 
 
 @pytest.fixture
 def tokens(conn: psycopg.Connection) -> dict[str, dict[str, str]]:
-    made = {name: TokenStore.create(conn, name, groups) for name, groups in [
-        ("staff", ["all-employees"]), ("hr", ["hr"]),
-        ("reviewer", ["all-employees", REVIEWERS]), ("hr-reviewer", ["hr", REVIEWERS])]}
-    return {name: {"Authorization": f"Bearer {token}"} for name, token in made.items()}
+    return bearer_headers(conn, {
+        "staff": ["all-employees"], "hr": ["hr"],
+        "reviewer": ["all-employees", REVIEWERS], "hr-reviewer": ["hr", REVIEWERS]})
 
 
 @pytest.fixture
 async def client(settings: Settings, corpus: Path) -> AsyncIterator[AsyncTestClient]:
     async with AsyncTestClient(app=web_app(settings, reviewer_group=REVIEWERS)) as c:
         yield c
-
-
-async def ask(client: AsyncTestClient, headers: dict[str, str], question: str) -> dict:
-    response = await client.post("/v1/ask", json={"question": question}, headers=headers)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 async def gaps(client: AsyncTestClient, headers: dict[str, str], days: int = 30) -> dict:
