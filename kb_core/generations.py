@@ -58,7 +58,8 @@ Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
 GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "group_sizes",
-                     "index_settings", "staged_documents", "learned_facts")
+                     "index_settings", "staged_documents", "learned_facts", "mentions",
+                     "relations")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.
@@ -186,6 +187,10 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "ALTER TABLE {new}.chunks ADD FOREIGN KEY (document_id) "
             "REFERENCES {new}.documents (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.chunk_vectors ADD FOREIGN KEY (chunk_id) "
+            "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.mentions ADD FOREIGN KEY (chunk_id) "
+            "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.relations ADD FOREIGN KEY (chunk_id) "
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE").format(new=new))
         # Its learned facts follow its documents' groups (sql/010_corrections.sql).
         conn.execute(sql.SQL(

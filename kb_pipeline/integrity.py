@@ -14,10 +14,12 @@ _ROWS = {
     "documents_with_broken_chunks": "document, chunks, positions, last position, groups differ",
     "group_sizes_drift": "group, recorded, counted",
     "orphan_documents": "document",
+    "broken_graph": "document, chunk, reference or entity",
 }
 # What a rebuilt generation is checked for whole, at its gate. Not orphans: its publication
 # drops the documents whose files left the catalogue while it was built.
-INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks", "group_sizes_drift")
+INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks", "group_sizes_drift",
+             "broken_graph")
 
 
 def integrity_violations(conn: psycopg.Connection) -> dict[str, list[tuple]]:

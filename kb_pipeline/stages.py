@@ -18,6 +18,7 @@ import numpy as np
 import psycopg
 
 from kb_core.embeddings import Embedder
+from kb_core.entities import ENTITIES_VERSION, passage_graph
 from kb_core.index_model import record_index_model
 from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.progress import report as report_progress
@@ -43,6 +44,7 @@ __all__ = [
     "chunk_documents",
     "document_chunks",
     "embed_chunks",
+    "graph_documents",
     "index_documents",
     "parse_documents",
     "pipeline_version",
@@ -67,7 +69,7 @@ def pipeline_version(embedder: Embedder) -> str:
     return (
         f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};"
         f"views={VIEW_MAX_TOKENS}/{VIEW_OVERLAP_TOKENS};keywords={KEYWORDS_VERSION};"
-        f"embedder={embedder.name}"
+        f"entities={ENTITIES_VERSION};embedder={embedder.name}"
     )
 
 
@@ -351,6 +353,28 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
     return report
 
 
+def graph_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
+    """entity_graph: the entities each staged passage names and the references it makes
+    (kb_core/entities.py), staged for search_index to commit with the passages."""
+    report = StageReport()
+    entities: set[str] = set()
+    for uri, _, _, _, chunks in conn.execute(query("staged_for_run"), _params(scope)):
+        if chunks is None:
+            continue
+        rows = []
+        for chunk in chunks:
+            graph = passage_graph(chunk["text"])
+            rows.append({"index": chunk["index"], **msgspec.to_builtins(graph)})
+            entities.update(entity.key for entity in graph.entities)
+            report.add("mentions", len(graph.entities))
+            report.add("references", len(graph.references))
+        conn.execute(query("save_graph"), {"uri": uri, "run_id": scope.run_id,
+                                           "graph": msgspec.json.encode(rows).decode()})
+        report.documents += 1
+    report.add("entities", len(entities))
+    return report
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -461,6 +485,8 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
         vectors = conn.execute(
             query("insert_chunks"), {**params, "document_id": document_id}
         ).rowcount
+        conn.execute(query("insert_mentions"), {**params, "document_id": document_id})
+        conn.execute(query("insert_relations"), {**params, "document_id": document_id})
         chunks, views, checksum = staged
         if vectors != views:
             # A view whose vector is missing would leave its part of the chunk unfindable by

@@ -50,6 +50,37 @@ WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
   AND NOT EXISTS (SELECT 1 FROM document_sources s WHERE s.source_uri = d.source_uri)
 LIMIT 20;
 
+-- name: broken_graph
+-- References whose evidence passage does not name both their entities, and entities named
+-- with two kinds, of the documents given (uris; NULL: all).
+SELECT d.path, c.chunk_index, r.source_key || ' → ' || r.target_key
+FROM relations r
+JOIN chunks c ON c.id = r.chunk_id
+JOIN documents d ON d.id = c.document_id
+WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
+  AND (NOT EXISTS (SELECT 1 FROM mentions m
+                   WHERE m.chunk_id = r.chunk_id AND m.entity_key = r.source_key)
+    OR NOT EXISTS (SELECT 1 FROM mentions m
+                   WHERE m.chunk_id = r.chunk_id AND m.entity_key = r.target_key))
+UNION ALL
+(SELECT d.path, c.chunk_index, m.entity_key || ' (' || m.kind || ')'
+ FROM mentions m
+ JOIN chunks c ON c.id = m.chunk_id
+ JOIN documents d ON d.id = c.document_id
+ WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
+   AND EXISTS (SELECT 1 FROM mentions o WHERE o.entity_key = m.entity_key AND o.kind <> m.kind))
+LIMIT 20;
+
+-- name: graph_counts
+-- Entities, mentions and references of the documents given (uris; NULL: all).
+WITH passages AS (
+    SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+    WHERE %(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s)
+)
+SELECT count(DISTINCT m.entity_key), count(*),
+       (SELECT count(*) FROM relations r WHERE r.chunk_id IN (SELECT id FROM passages))
+FROM mentions m WHERE m.chunk_id IN (SELECT id FROM passages);
+
 -- name: documents_without_access_rule
 SELECT path FROM documents WHERE access_rule IS NULL ORDER BY path;
 

@@ -12,7 +12,7 @@ ON CONFLICT (source_uri) DO UPDATE
 SET checksum = EXCLUDED.checksum, size_bytes = EXCLUDED.size_bytes,
     file_mtime = EXCLUDED.file_mtime, pipeline_version = EXCLUDED.pipeline_version,
     allowed_groups = EXCLUDED.allowed_groups, access_rule = EXCLUDED.access_rule,
-    run_id = EXCLUDED.run_id, parsed = NULL, chunks = NULL, embedded = false,
+    run_id = EXCLUDED.run_id, parsed = NULL, chunks = NULL, graph = NULL, embedded = false,
     staged_at = now();
 
 -- name: staged_for_run
@@ -27,6 +27,10 @@ WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
 -- name: save_chunks
 UPDATE staged_documents SET chunks = %(chunks)s::jsonb
+WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
+
+-- name: save_graph
+UPDATE staged_documents SET graph = %(graph)s::jsonb
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
 -- name: texts_to_embed
@@ -60,7 +64,7 @@ WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND chunks IS NOT NULL;
 
 -- name: ready_to_index
 SELECT source_uri FROM staged_documents
-WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND embedded
+WHERE run_id = %(run_id)s AND source_uri = ANY(%(uris)s) AND embedded AND graph IS NOT NULL
 ORDER BY source_uri;
 
 -- name: lock_staged
@@ -71,7 +75,7 @@ SELECT jsonb_array_length(chunks),
        (SELECT count(*) FROM jsonb_array_elements(chunks) c, jsonb_array_elements(c->'views')),
        checksum
 FROM staged_documents
-WHERE source_uri = %(uri)s AND run_id = %(run_id)s AND embedded
+WHERE source_uri = %(uri)s AND run_id = %(run_id)s AND embedded AND graph IS NOT NULL
 FOR UPDATE;
 
 -- name: restage_access
@@ -135,6 +139,25 @@ CROSS JOIN jsonb_array_elements(s.chunks) c
 CROSS JOIN jsonb_array_elements(c->'views') WITH ORDINALITY v (view, position)
 JOIN inserted i ON i.chunk_index = (c->>'index')::int
 JOIN embedding_cache e ON e.model = %(model)s AND e.text_sha256 = v.view->>'sha256'
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
+
+-- name: insert_mentions
+-- The staged graph of the passages insert_chunks has just written (kb_core/entities.py).
+INSERT INTO mentions (entity_key, chunk_id, kind, name)
+SELECT e->>'key', c.id, e->>'kind', e->>'name'
+FROM staged_documents s
+CROSS JOIN jsonb_array_elements(s.graph) g
+CROSS JOIN jsonb_array_elements(g->'entities') e
+JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (g->>'index')::int
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
+
+-- name: insert_relations
+INSERT INTO relations (source_key, target_key, kind, chunk_id)
+SELECT r->>'source', r->>'target', r->>'kind', c.id
+FROM staged_documents s
+CROSS JOIN jsonb_array_elements(s.graph) g
+CROSS JOIN jsonb_array_elements(g->'references') r
+JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (g->>'index')::int
 WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 
 -- name: unstage

@@ -1,6 +1,6 @@
 # No `from __future__ import annotations`: Dagster reads these annotations at runtime.
-"""The ingestion assets: raw_documents → parsed_documents → chunks → chunk_embeddings →
-search_index, one dynamic partition per document. A run tagged with an index generation
+"""The ingestion assets: raw_documents → parsed_documents → chunks → chunk_embeddings and
+entity_graph → search_index, one dynamic partition per document. A run tagged with an index generation
 (runs.GENERATION_TAG) writes that generation's tables instead of the live ones.
 
 Each asset takes many partitions in one run (a single-run backfill policy), because a run's
@@ -19,6 +19,7 @@ from kb_pipeline.stages import (
     RunScope,
     chunk_documents,
     embed_chunks,
+    graph_documents,
     index_documents,
     parse_documents,
     pipeline_version,
@@ -29,6 +30,7 @@ __all__ = [
     "EMBEDDING_POOL",
     "chunk_embeddings",
     "chunks",
+    "entity_graph",
     "parsed_documents",
     "raw_documents",
     "search_index",
@@ -119,12 +121,27 @@ def chunk_embeddings(
     return dg.MaterializeResult(metadata=report.metadata())
 
 
-@dg.asset(kinds={"postgres", "pgvector"}, deps=[chunk_embeddings], **_INGESTION)
+@dg.asset(kinds={"python", "postgres"}, deps=[chunks], **_INGESTION)
+def entity_graph(
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
+) -> dg.MaterializeResult:
+    """The entities each passage names (codes, 規程 and their 条, departments, factories, roles)
+    and the references it makes between them (a table row, 「〜による」, 関連報告書), by rule,
+    offline. search_index commits them with the passages; the graph leg of search follows
+    them one reference away."""
+    scope = _scope(context, embedder)
+    with postgres.connection(scope.generation) as conn:
+        report = graph_documents(conn, scope)
+    return dg.MaterializeResult(metadata=report.metadata())
+
+
+@dg.asset(kinds={"postgres", "pgvector"}, deps=[chunk_embeddings, entity_graph], **_INGESTION)
 def search_index(
     context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
 ) -> dg.MaterializeResult:
-    """The searchable index employees query: documents and chunks with vectors (HNSW) and
-    2-gram keywords (GIN). Each document is replaced in one transaction."""
+    """The searchable index employees query: documents and chunks with vectors (HNSW),
+    2-gram keywords (GIN) and their entity graph. Each document is replaced in one
+    transaction."""
     scope = _scope(context, embedder)
     with postgres.connection(scope.generation) as conn:
         report = index_documents(conn, scope, embedder.get())

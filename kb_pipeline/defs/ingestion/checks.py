@@ -17,6 +17,7 @@ __all__ = [
     "chunks_have_valid_embeddings",
     "documents_have_access_rules",
     "documents_have_whole_chunk_sets",
+    "entity_graph_is_whole",
     "group_sizes_match_chunks",
     "no_open_ingestion_failures",
     "no_orphan_documents",
@@ -43,14 +44,16 @@ def _documents(context: Context) -> list[str] | None:
     return list(context.partition_keys)
 
 
-def _rows_check(context: Context, postgres: PostgresResource, name: str) -> dg.AssetCheckResult:
+def _rows_check(context: Context, postgres: PostgresResource, name: str,
+               counts: dict[str, int] | None = None) -> dg.AssetCheckResult:
     with postgres.connection(_generation(context)) as conn:
         rows = conn.execute(query(name), {"uris": _documents(context)}).fetchall()
     return dg.AssetCheckResult(
         passed=not rows,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={"violations": len(rows),
-                  "examples": dg.MetadataValue.md(violations_markdown(name, rows))},
+                  "examples": dg.MetadataValue.md(violations_markdown(name, rows)),
+                  **(counts or {})},
     )
 
 
@@ -78,6 +81,17 @@ def group_sizes_match_chunks(
     """Each group's recorded number of passages, by which searches choose their plan, is the
     number of chunks it may read."""
     return _rows_check(context, postgres, "group_sizes_drift")
+
+
+@dg.asset_check(asset=search_index, blocking=True)
+def entity_graph_is_whole(context: Context, postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Every reference's passage names both its entities, and no entity is named with two
+    kinds; with the graph's size."""
+    with postgres.connection(_generation(context)) as conn:
+        entities, mentions, references = conn.execute(
+            query("graph_counts"), {"uris": _documents(context)}).fetchone()
+    return _rows_check(context, postgres, "broken_graph", {
+        "entities": entities, "mentions": mentions, "references": references})
 
 
 @dg.asset_check(asset=search_index, blocking=True)
@@ -124,6 +138,7 @@ def no_open_ingestion_failures(postgres: PostgresResource) -> dg.AssetCheckResul
 INDEX_CHECKS = [
     chunks_have_valid_embeddings,
     documents_have_whole_chunk_sets,
+    entity_graph_is_whole,
     group_sizes_match_chunks,
     no_orphan_documents,
     documents_have_access_rules,

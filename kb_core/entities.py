@@ -1,0 +1,154 @@
+"""The named things a passage or a question speaks of, and the references between them.
+
+Rule-based and offline: codes (ZP-2041, QC-2031, KP-2041-03) by the planner's code rule;
+documents named by their kind (〇〇規程, 〇〇一覧, 〇〇台帳, 〇〇報告書); articles (第N条) tied
+to the regulation named before them on the same line, else to the one the passage's title
+names; organisation units (〇〇部, 〇〇課, 〇〇工場, 〇〇センター) and roles (部長, 工場長,
+品質責任者). Each is keyed by its normalised name (NFKC, case-folded, the planner's code rule,
+without 「・」 or spaces), so ＺＰ‐２０４１ and zp2041 are one entity, and two codes that differ
+in a digit are two.
+
+A passage's references are the pairs of entities that one table row names together, or one
+sentence that refers (「〜による」「〜を参照」「関連報告書」); entities merely named in one passage
+are related too, but that is read from the mentions, not stored twice.
+
+The index (kb_pipeline's entity_graph stage) and questions (the graph leg) use the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from itertools import combinations
+
+import msgspec
+
+from kb_core.keywords import normalize
+
+__all__ = [
+    "CODE",
+    "ENTITIES_VERSION",
+    "Entity",
+    "PassageGraph",
+    "Reference",
+    "entities_of",
+    "entity_key",
+    "passage_graph",
+]
+
+# Part of the pipeline version: changing what is extracted means re-indexing.
+ENTITIES_VERSION = "1"
+
+# A code in normalized text: letters, then digits, joined by dashes (zp-2041, kp-2041-03).
+CODE = re.compile(r"(?<![a-z0-9])[a-z]{1,6}(?:-[a-z0-9]+)*-?\d{2,}[a-z0-9]*(?:-[a-z0-9]+)*")
+_C = r"\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u30a1-\u30fa\u30fc"  # kanji, katakana
+_DOCUMENT = re.compile(
+    rf"[{_C}・]*[{_C}][{_C}・]*?(?:規程|規定|規則|細則|要領|ガイド|マニュアル|一覧|台帳|説明書"
+    rf"|報告書|管理表|議事録)(?=第|[^{_C}]|$)")
+_ARTICLE = re.compile(r"第(\d+)条")
+# An organisation unit: at least two characters before its kind (品質保証部, 経理課, 湖西工場),
+# which keeps 全部, 一部, 本部 out.
+_UNIT = re.compile(rf"[{_C}]{{2,}}?(?:本部|部|課|室|工場|営業所|センター)(?=長|[^{_C}]|$)")
+_ROLE = re.compile(
+    rf"[{_C}]*責任者|代表取締役社長|取締役|本部長|工場長|部長|課長|室長|所長|係長|主任")
+# A sentence that points elsewhere: what it names together is a reference, not a co-mention.
+_REFERS = re.compile(r"による|によって|に従|に定め|を参照|参照|準用|関連報告書|関連文書|関連記録")
+_TITLE = re.compile(r"^【([^】]*)】")
+_SPACED = re.compile(rf"(?<=[{_C}])\s+(?=[{_C}])")
+_DROP = re.compile(r"[・\s]")
+# Words before a name that point rather than name: 本規程 and 同規程 are the passage's own,
+# 当社湖西工場 is 湖西工場, 関連報告書 is a column; what is left must still be a name.
+_POINTER = re.compile(r"^(?:当社|弊社|該当|関連|本|同|各|当|該)")
+
+
+class Entity(msgspec.Struct, frozen=True):
+    key: str  # the normalised name: the entity's id in every generation
+    kind: str  # code, document, article, unit, role
+    name: str  # as first written
+
+
+class Reference(msgspec.Struct, frozen=True):
+    source: str  # entity keys
+    target: str
+    kind: str  # row: one table row names both; reference: one referring sentence does
+
+
+class PassageGraph(msgspec.Struct, frozen=True):
+    entities: list[Entity]
+    references: list[Reference]
+
+
+def entity_key(name: str) -> str:
+    return _DROP.sub("", normalize(name))
+
+
+def _named(name: str, rule: re.Pattern[str]) -> str | None:
+    """`name` without a pointing word before it, if what is left is still a name."""
+    rest = _POINTER.sub("", name)
+    return rest if rest == name or rule.fullmatch(rest) else None
+
+
+def _found(line: str, default_regulation: Entity | None) -> list[tuple[int, Entity]]:
+    """The entities of one line of normalized (not case-folded) text, with their positions."""
+    found: list[tuple[int, Entity]] = []
+    folded = line.casefold()
+    for m in CODE.finditer(folded):
+        found.append((m.start(), Entity(m.group(), "code", m.group().upper())))
+    documents = [(m.start(), m.end(), m.group()) for m in _DOCUMENT.finditer(line)]
+    for start, _, name in documents:
+        if (named := _named(name, _DOCUMENT)) is not None:
+            found.append((start, Entity(entity_key(named), "document", named)))
+    for m in _ARTICLE.finditer(line):
+        before = [name for _, end, name in documents if end <= m.start()]
+        regulation = before[-1] if before else default_regulation and default_regulation.name
+        if regulation:
+            name = f"{regulation}第{m.group(1)}条"
+            found.append((m.start(), Entity(entity_key(name), "article", name)))
+    for m in _UNIT.finditer(line):
+        if (named := _named(m.group(), _UNIT)) is not None:
+            found.append((m.start(), Entity(entity_key(named), "unit", named)))
+    for m in _ROLE.finditer(line):
+        found.append((m.start(), Entity(entity_key(m.group()), "role", m.group())))
+    return found
+
+
+def entities_of(text: str) -> list[Entity]:
+    """The entities a question (or any text) names, once each, in order."""
+    line = unicodedata.normalize("NFKC", text)
+    found = sorted(_found(line, None), key=lambda pair: pair[0])
+    return list({entity.key: entity for _, entity in reversed(found)}.values())[::-1]
+
+
+def passage_graph(text: str) -> PassageGraph:
+    """A passage's entities and references. `text` is the passage as indexed: 【title】, its
+    heading path and its content; an article with no regulation named before it belongs to the
+    regulation its title names."""
+    text = unicodedata.normalize("NFKC", text)
+    title = _TITLE.match(text)
+    lines = text.splitlines()
+    if title:
+        # A title is one name even where it is spaced (人事評価制度 運用ガイド).
+        lines[0:1] = [_SPACED.sub("", title.group(1)), lines[0][title.end():]]
+    own = next((e for _, e in _found(lines[0], None) if e.kind == "document"), None) \
+        if title else None
+    entities: dict[str, Entity] = {}
+    references: dict[tuple[str, str, str], Reference] = {}
+    # What the passage's heading names (its article, its section's subject) is what a
+    # referring sentence under it refers from.
+    heading = [e.key for _, e in _found(lines[1], own)] if title and len(lines) > 1 else []
+    for number, line in enumerate(lines):
+        kind = "row" if "|" in line else None
+        for sentence in re.split(r"(?<=。)", line) if kind is None else [line]:
+            found = [e for _, e in sorted(_found(sentence, own), key=lambda p: p[0])]
+            for entity in found:
+                entities.setdefault(entity.key, entity)
+            pair_kind = kind or ("reference" if _REFERS.search(sentence) else None)
+            if pair_kind is None:
+                continue
+            subject = heading if number > 1 else []
+            named = list(dict.fromkeys(
+                [*subject, *(e.key for e in found if e.kind != "role")]))
+            for source, target in combinations(named, 2):
+                references.setdefault((source, target, pair_kind),
+                                      Reference(source, target, pair_kind))
+    return PassageGraph(list(entities.values()), list(references.values()))

@@ -1,0 +1,41 @@
+-- The knowledge graph (docs/knowledge-graph.md): which entities each passage names, and the
+-- references it makes between them. Both belong to a generation like its passages and leave
+-- with them; neither holds groups of its own: an entity, a mention or a reference exists for a
+-- caller only through a passage the caller may read (joined to chunks.allowed_groups), so a
+-- document's permissions can never drift from its graph's.
+DO $$
+DECLARE
+    gen text;
+BEGIN
+    FOR gen IN
+        SELECT nspname FROM pg_namespace
+        WHERE nspname ~ '^kb_gen_[0-9]+$' AND to_regclass(quote_ident(nspname) || '.chunks') IS NOT NULL
+    LOOP
+        EXECUTE format($sql$
+            CREATE TABLE %1$I.mentions (
+                entity_key text NOT NULL,  -- the normalised name: the id in every generation
+                chunk_id   bigint NOT NULL REFERENCES %1$I.chunks (id) ON DELETE CASCADE,
+                kind       text NOT NULL,  -- code, document, article, unit, role
+                name       text NOT NULL,  -- as the passage first wrote it
+                PRIMARY KEY (entity_key, chunk_id)
+            );
+            CREATE INDEX mentions_chunk ON %1$I.mentions (chunk_id);
+            CREATE TABLE %1$I.relations (
+                source_key text NOT NULL,
+                target_key text NOT NULL,
+                kind       text NOT NULL,  -- row: one table row names both; reference: one sentence refers
+                chunk_id   bigint NOT NULL REFERENCES %1$I.chunks (id) ON DELETE CASCADE,
+                PRIMARY KEY (source_key, target_key, kind, chunk_id)
+            );
+            CREATE INDEX relations_target ON %1$I.relations (target_key);
+            CREATE INDEX relations_chunk ON %1$I.relations (chunk_id);
+            -- The entity_graph stage's output, waiting for search_index.
+            ALTER TABLE %1$I.staged_documents ADD COLUMN graph jsonb;
+        $sql$, gen);
+    END LOOP;
+    gen := 'kb_gen_' || (SELECT id FROM index_generations WHERE state = 'live');
+    EXECUTE format('CREATE VIEW public.mentions AS SELECT * FROM %I.mentions', gen);
+    EXECUTE format('CREATE VIEW public.relations AS SELECT * FROM %I.relations', gen);
+    EXECUTE format('CREATE OR REPLACE VIEW public.staged_documents AS SELECT * FROM %I.staged_documents', gen);
+END
+$$;
