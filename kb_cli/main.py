@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--queries", help="a JSONL file of questions, searched in one process")
     search.add_argument("--groups", type=groups, required=True)
     search.add_argument("--k", type=int, default=10)
-    search.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    search.add_argument("--mode", choices=["hybrid", "vector", "keyword", "graph"],
+                        default="hybrid")
 
     evaluation = _command(sub, "eval", "questions:run_eval",
                           "retrieval metrics over a question set",
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--groups", type=groups, default=None,
                             help="groups for lines without their own")
     evaluation.add_argument("--k", type=int, default=5)
-    evaluation.add_argument("--mode", choices=["hybrid", "vector", "keyword", "all"],
+    evaluation.add_argument("--mode", choices=["hybrid", "vector", "keyword", "graph", "all"],
                             default=None, help="search mode(s) to measure (default hybrid)")
     evaluation.add_argument("--answers", action="store_true",
                             help="measure answers (citations, not found, numbers); alone, "

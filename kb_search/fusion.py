@@ -9,8 +9,11 @@ whose scores are flat does not. So each leg's vote is weighed by its own margin:
     keyword vote = plan weight * exp(keyword_margin * (1 - 5th best score / best score))
                    * min(1, coverage / FULL_COVERAGE) / (k + rank)
 
+    graph vote   = exp(graph_bias) / (k + rank)
+
 plus one rank-1 share, 1 / (k + 1), for a passage holding every code of the question (ZP-2041,
-第22条). The plan weight is the planner's lean on the keyword leg (for code questions). The
+第22条). The graph leg (kb_search/graph.py) ranks by the question's entities, which many
+passages share alike: its ties go to the passage the other legs rank higher. The plan weight is the planner's lean on the keyword leg (for code questions). The
 numbers are fitted by kb_eval/fit/fusion.py from the development sets with
 cross-validation and committed in fusion.json. Similarities mean something different for every
 embedding model, so the fitted numbers serve only an index of the model they were fitted on;
@@ -42,11 +45,13 @@ class Fusion(msgspec.Struct, frozen=True):
     vector_bias: float = 0.0  # log of the vector leg's weight against the keyword leg's
     vector_margin: float = 0.0  # how much the vector leg's margin raises its weight
     keyword_margin: float = 0.0  # how much the keyword leg's margin raises its weight
+    graph_bias: float = 0.0  # log of the graph leg's weight against the keyword leg's
     embedder: str | None = None  # the model it was fitted on; None: any
     note: str = ""  # how it was fitted, with the held-out figures
 
 
 PLAIN = Fusion()
+_NOT_FOUND = (math.inf,)  # the rank of a passage a leg did not find
 
 
 def fusion_for(model: str | None) -> Fusion:
@@ -67,16 +72,18 @@ class Fused(NamedTuple):
     score: float
     vector_rank: int | None
     keyword_rank: int | None
+    graph_rank: int | None
     similarity: float | None
     keyword_score: float | None
     coverage: float | None
 
 
 def fuse(vector: list[tuple[int, float, bool]], keyword: list[tuple[int, float, float, bool]],
-         fusion: Fusion, keyword_weight: float, k: int) -> list[Fused]:
-    """The best `k` of the two legs' passages, each leg's given best first: the vector leg's as
+         graph: list[tuple[int, float]], fusion: Fusion, keyword_weight: float,
+         k: int) -> list[Fused]:
+    """The best `k` of the legs' passages, each leg's given best first: the vector leg's as
     (id, similarity, holds every code), the keyword leg's as (id, score, coverage, holds every
-    code). Ties go to the lower id."""
+    code), the graph leg's as (id, score). Ties go to the lower id."""
     top_v = [similarity for _, similarity, _ in vector[:5]]
     top_k = [score for _, score, _, _ in keyword[:5]]
     weight_v = math.exp(fusion.vector_bias
@@ -88,9 +95,14 @@ def fuse(vector: list[tuple[int, float, bool]], keyword: list[tuple[int, float, 
     by_keyword = {id_: (rank, score, coverage)
                   for rank, (id_, score, coverage, _) in enumerate(keyword, start=1)}
     coded = {row[0] for row in [*vector, *keyword] if row[-1]}
+    weight_g = math.exp(fusion.graph_bias)
+    by_graph = {id_: rank for rank, (id_, _) in enumerate(sorted(graph, key=lambda row: (
+        -row[1], min(by_vector.get(row[0], _NOT_FOUND)[0], by_keyword.get(row[0], _NOT_FOUND)[0]),
+        row[0])), start=1)}
     fused = []
-    for id_ in by_vector.keys() | by_keyword.keys():
+    for id_ in by_vector.keys() | by_keyword.keys() | by_graph.keys():
         vector_rank = similarity = keyword_rank = keyword_score = coverage = None
+        graph_rank = by_graph.get(id_)
         score = 1 / (fusion.k + 1) if id_ in coded else 0.0
         if id_ in by_vector:
             vector_rank, similarity = by_vector[id_]
@@ -98,6 +110,8 @@ def fuse(vector: list[tuple[int, float, bool]], keyword: list[tuple[int, float, 
         if id_ in by_keyword:
             keyword_rank, keyword_score, coverage = by_keyword[id_]
             score += weight_k * min(1, coverage / FULL_COVERAGE) / (fusion.k + keyword_rank)
-        fused.append(Fused(id_, score, vector_rank, keyword_rank, similarity, keyword_score,
-                           coverage))
+        if graph_rank is not None:
+            score += weight_g / (fusion.k + graph_rank)
+        fused.append(Fused(id_, score, vector_rank, keyword_rank, graph_rank, similarity,
+                           keyword_score, coverage))
     return sorted(fused, key=lambda f: (-f.score, f.id))[:k]

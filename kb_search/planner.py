@@ -15,12 +15,12 @@ import re
 
 import msgspec
 
+from kb_core.entities import CODE, Entity, entities_of
 from kb_core.keywords import CJK_RUN, CONTENT_RUN, bigrams, normalize
 from kb_search.synonyms import Synonyms
 
 __all__ = ["QueryPlan", "QueryTerm", "plan_question"]
 
-_CODE = re.compile(r"(?<![a-z0-9])[a-z]{1,6}(?:-[a-z0-9]+)*-?\d{2,}[a-z0-9]*(?:-[a-z0-9]+)*")
 _ARTICLE = re.compile(r"第(\d+)([条章節項号])")
 _LATIN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -53,6 +53,7 @@ class QueryPlan(msgspec.Struct, frozen=True):
     code_query: str | None  # tsquery matching passages that contain every code
     keyword_weight: float  # the keyword leg's vote in the fusion, the vector leg's being 1
     expansions: list[str]
+    entities: list[Entity]  # what the graph leg starts from (kb_core/entities.py)
 
 
 def _quote(term: str) -> str:
@@ -95,7 +96,7 @@ def plan_question(question: str, synonyms: Synonyms | None = None) -> QueryPlan:
     codes: list[str] = []
     code_queries: list[str] = []
 
-    for code in dict.fromkeys(_CODE.findall(text)):
+    for code in dict.fromkeys(CODE.findall(text)):
         codes.append(code)
         code_queries.append(_quote(code))
         _add(terms, QueryTerm(code, CODE_WEIGHT))
@@ -128,4 +129,5 @@ def plan_question(question: str, synonyms: Synonyms | None = None) -> QueryPlan:
         code_query=" & ".join(f"({q})" for q in code_queries) or None,
         keyword_weight=CODE_KEYWORD_WEIGHT if codes else 1.0,
         expansions=expansions,
+        entities=entities_of(question),
     )

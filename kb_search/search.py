@@ -22,6 +22,7 @@ from kb_core.index_model import recorded_model
 from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
 from kb_search.fusion import PLAIN, Fusion, fuse, fusion_for
+from kb_search.graph import graph_leg
 from kb_search.planner import QueryPlan, plan_question
 from kb_search.rerankers import Candidate, Reranker, rerank_or_fallback
 from kb_search.synonyms import Synonyms
@@ -42,8 +43,8 @@ __all__ = [
 
 QUERY_VECTORS = 512  # question embeddings kept (Searcher._query_vector): 1.5 kB each
 
-Mode = Literal["hybrid", "vector", "keyword"]
-MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+Mode = Literal["hybrid", "vector", "keyword", "graph"]
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword", "graph")
 
 # bench/search.py, 100k chunks: recall@50 of the vector leg against exact search rose from
 # 0.67 (ef_search 20) to 0.75 (100) and 0.84 (200) for an unfiltered caller, and a caller whose
@@ -98,6 +99,7 @@ ReadByOcr = Annotated[bool, msgspec.Meta(description=(
 class Ranks(msgspec.Struct):
     vector: int | None
     keyword: int | None
+    graph: int | None = None
 
 
 class SearchHit(msgspec.Struct):
@@ -180,6 +182,7 @@ def hybrid_search(
     started = time.perf_counter()
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
+    use_graph = mode in ("hybrid", "graph")
     terms = plan.terms
     with conn.transaction():
         conn.execute(_ONE_PLAN)
@@ -216,7 +219,9 @@ def hybrid_search(
                 vector = _rows(conn, "vector_leg", vector_params)
             if use_keyword:
                 keyword = _rows(conn, "keyword_leg", keyword_params)
-        chosen = fuse(vector, keyword, fusion, plan.keyword_weight, k)
+        graph = graph_leg(conn, plan.entities, groups, total * share, LEG_LIMIT) \
+            if use_graph else []
+        chosen = fuse(vector, keyword, graph, fusion, plan.keyword_weight, k)
         shown = {row[0]: row for row in _rows(
             conn, "passages", {"ids": [f.id for f in chosen], "groups": groups})}
         # A setting made in a savepoint lasts to the end of the transaction around it.
@@ -229,7 +234,8 @@ def hybrid_search(
             rank=len(hits) + 1, chunk_id=chunk_id, document_id=document_id,
             source_uri=source_uri, path=path, title=title, heading=heading, page=page, ocr=ocr,
             chunk_index=chunk_index, content=content, score=round(f.score, 6),
-            ranks=Ranks(vector=f.vector_rank, keyword=f.keyword_rank), learned_fact=learned,
+            ranks=Ranks(vector=f.vector_rank, keyword=f.keyword_rank, graph=f.graph_rank),
+            learned_fact=learned,
         ))
         evidence.append(Evidence(similarity=f.similarity, keyword_score=f.keyword_score,
                                  coverage=f.coverage))
@@ -323,7 +329,7 @@ class Searcher:
     def _prepare(self, question: str, mode: Mode, model: str | None) -> PreparedQuery:
         started = time.perf_counter()
         plan = plan_question(question, self.synonyms)
-        if mode == "keyword" or model is None:
+        if mode in ("keyword", "graph") or model is None:
             return PreparedQuery(plan, None, None, (time.perf_counter() - started) * 1000)
         vector = self._query_vector(model, plan.embed_text)
         return PreparedQuery(plan, vector, model, (time.perf_counter() - started) * 1000)
@@ -347,7 +353,7 @@ class Searcher:
         # between this check and the search.
         with conn.transaction():
             model = self.follow(conn)
-            if mode != "keyword" and prepared.model != model:
+            if mode in ("hybrid", "vector") and prepared.model != model:
                 prepared = self._prepare(prepared.plan.question, mode, model)
             result, evidence = hybrid_search(
                 conn, prepared.plan, prepared.vector, groups, fetch, mode, fusion_for(model),

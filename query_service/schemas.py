@@ -70,7 +70,7 @@ class RequestBody(msgspec.Struct, forbid_unknown_fields=True):
 class SearchRequest(RequestBody):
     query: Text
     k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
-    mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    mode: Literal["hybrid", "vector", "keyword", "graph"] = "hybrid"
 
 
 class AskRequest(RequestBody):

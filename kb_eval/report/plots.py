@@ -10,7 +10,7 @@ from kb_eval.refusals import RefusalPoint
 
 __all__ = ["recall_svg", "refusal_svg", "svg_data_uri"]
 
-_COLOURS = {"hybrid": "#1f6feb", "vector": "#d9480f", "keyword": "#2f9e44"}
+_COLOURS = {"hybrid": "#1f6feb", "vector": "#d9480f", "keyword": "#2f9e44", "graph": "#9c36b5"}
 _OTHER_COLOURS = ("#9c36b5", "#495057", "#c2255c")
 
 

@@ -56,9 +56,10 @@ class SearchArguments(msgspec.Struct, forbid_unknown_fields=True):
     query: Annotated[Text, msgspec.Meta(description="検索語や質問 / search terms or a question")]
     k: Annotated[int, msgspec.Meta(ge=1, le=50, description="返す箇所の数 / passages "
                                                             "returned")] = 10
-    mode: Annotated[Literal["hybrid", "vector", "keyword"], msgspec.Meta(
-        description="hybrid（既定）、vector（意味）、keyword（語句） / hybrid (default), "
-                    "vector (meaning) or keyword (terms)")] = "hybrid"
+    mode: Annotated[Literal["hybrid", "vector", "keyword", "graph"], msgspec.Meta(
+        description="hybrid（既定）、vector（意味）、keyword（語句）、graph（関連する固有名） / "
+                    "hybrid (default), vector (meaning), keyword (terms) or graph (named "
+                    "things and what they are named with)")] = "hybrid"
 
 
 class AskArguments(msgspec.Struct, forbid_unknown_fields=True):

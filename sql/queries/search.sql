@@ -248,3 +248,60 @@ WHERE coalesce(d.df, 0) <= (
     WHERE c.keywords @@ quote_literal(t.term)::tsquery
       AND c.allowed_groups && %(groups)s::text[]
 );
+
+-- name: graph_leg
+-- The graph leg (kb_search/graph.py): the caller's passages that name one of the question's
+-- entities (`asked`), and, one reference away, the passages naming an entity those passages
+-- name with it (`reached`). Only passages the caller may read are evidence, so who else may
+-- read what changes nothing here. An entity named in more than `hub` readable passages (部長,
+-- 就業規則) leads nowhere: the leg reads at most hub + 1 of its passages to know it is one,
+-- keeps its `fanout` strongest neighbours, and reads at most hub + 1 passages of each.
+WITH asked AS MATERIALIZED (
+    SELECT q.key AS entity_key, p.kind, p.chunk_id
+    FROM unnest(%(entities)s::text[]) q (key)
+    CROSS JOIN LATERAL (
+        SELECT m.kind, m.chunk_id FROM mentions m JOIN chunks c ON c.id = m.chunk_id
+        WHERE m.entity_key = q.key AND c.allowed_groups && %(groups)s::text[]
+        LIMIT %(hub)s + 1
+    ) p
+), sizes AS (
+    SELECT entity_key, count(*) AS passages FROM asked GROUP BY entity_key
+), neighbours AS (
+    -- Each passage naming both counts once, and once more for each reference it makes
+    -- between them (a table row, 「〜による」).
+    SELECT a.entity_key AS source, m.entity_key AS target,
+           (count(*) + sum((SELECT count(*) FROM relations r
+                           WHERE r.chunk_id = a.chunk_id
+                             AND ((r.source_key = a.entity_key AND r.target_key = m.entity_key)
+                               OR (r.source_key = m.entity_key AND r.target_key = a.entity_key))
+                          )))::bigint AS strength
+    FROM asked a
+    JOIN sizes s ON s.entity_key = a.entity_key AND s.passages <= %(hub)s
+    JOIN mentions m ON m.chunk_id = a.chunk_id AND m.entity_key <> ALL(%(entities)s::text[])
+    -- A role (部長, 責任者) names a position in every unit, not one thing: it leads nowhere
+    -- and nothing leads to it. A regulation's own articles are itself, not its neighbours.
+    WHERE a.kind <> 'role' AND m.kind <> 'role'
+      AND NOT (m.kind = 'article' AND starts_with(m.entity_key, a.entity_key))
+    GROUP BY a.entity_key, m.entity_key
+), strongest AS (
+    SELECT source, target, strength
+    FROM (SELECT n.*, row_number() OVER (PARTITION BY source ORDER BY strength DESC, target) AS r
+          FROM neighbours n) ranked
+    WHERE r <= %(fanout)s
+), reached AS MATERIALIZED (
+    SELECT s.source, s.target, s.strength, p.chunk_id
+    FROM strongest s
+    CROSS JOIN LATERAL (
+        SELECT m.chunk_id FROM mentions m JOIN chunks c ON c.id = m.chunk_id
+        WHERE m.entity_key = s.target AND c.allowed_groups && %(groups)s::text[]
+        LIMIT %(hub)s + 1
+    ) p
+)
+SELECT 'named', entity_key, NULL::text, NULL::bigint, chunk_id FROM asked
+UNION ALL
+SELECT 'hop', source, target, strength, chunk_id FROM reached
+UNION ALL
+-- A hub the question names still counts where a passage reached names it too.
+SELECT 'named in reached', m.entity_key, NULL, NULL, m.chunk_id
+FROM mentions m
+WHERE m.chunk_id IN (SELECT chunk_id FROM reached) AND m.entity_key = ANY(%(entities)s::text[]);

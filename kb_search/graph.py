@@ -1,0 +1,71 @@
+"""The graph leg: passages that speak of the question's entities, or of what those entities
+are named with, one reference away (docs/retrieval.md, "The graph leg").
+
+A question like 「QC-2031の対象ロットを製造した工場の品質責任者は誰？」 names QC-2031 and 品質責任者;
+the passage that answers it names 湖西工場 and 品質責任者, not QC-2031. QC-2031's passages name
+湖西工場, so that passage is one reference away. Each of the question's entities counts for a
+passage with its specificity, log(1 + readable passages / passages naming it): wholly when the
+passage names it, partly when the passage names one of its neighbours, by how often the two
+are named together. Every count is over the passages the caller may read (sql/queries/
+search.sql, graph_leg).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import psycopg
+
+from kb_core.entities import Entity
+from kb_core.queries import query
+
+__all__ = ["FANOUT", "HOP", "HUB", "graph_leg"]
+
+# An entity named in more readable passages than this (部長, 就業規則 in a large index) leads
+# nowhere: its neighbours would be half the index. It still counts where a passage reached
+# through another entity names it.
+HUB = 50
+FANOUT = 20  # neighbours followed from each of the question's entities, strongest first
+# What a neighbour's passage is worth for the entity it stands for, at most (strength s counts
+# s / (s + 1) of it): less than naming the entity itself.
+HOP = 0.5
+
+
+def graph_leg(conn: psycopg.Connection, entities: list[Entity], groups: list[str],
+              readable: float, limit: int) -> list[tuple[int, float]]:
+    """The caller's best `limit` passages by the question's entities, as (id, score), best
+    first; `readable` is how many passages the caller may read."""
+    if not entities:
+        return []
+    keys = [entity.key for entity in entities]
+    rows = conn.execute(query("graph_leg"), {
+        "entities": keys, "groups": groups, "hub": HUB, "fanout": FANOUT}, prepare=True)
+    named: dict[str, set[int]] = defaultdict(set)  # entity -> passages naming it (<= HUB + 1)
+    also: dict[str, set[int]] = defaultdict(set)  # entity -> reached passages naming it
+    hops: dict[tuple[str, str], tuple[int, set[int]]] = {}  # (entity, neighbour) -> evidence
+    for how, source, target, strength, chunk_id in rows:
+        if how == "hop":
+            hops.setdefault((source, target), (strength, set()))[1].add(chunk_id)
+        else:
+            (named if how == "named" else also)[source].add(chunk_id)
+    weight = {key: math.log(1 + readable / len(named[key])) for key in keys if named[key]}
+    for key, passages in named.items():
+        if len(passages) > HUB:  # a hub: only its passages reached otherwise are known to count
+            named[key] = also[key]
+    cover: dict[int, dict[str, float]] = defaultdict(dict)
+    for (source, _), (strength, passages) in hops.items():
+        if len(passages) > HUB:  # a hub neighbour: its passages were not all read
+            continue
+        worth = HOP * strength / (strength + 1)
+        for chunk_id in passages:
+            cover[chunk_id][source] = max(cover[chunk_id].get(source, 0.0), worth)
+    # The leg's passages are those one reference away: a passage that names every entity it
+    # covers is the other legs' to find.
+    for key, passages in named.items():
+        for chunk_id in passages:
+            if chunk_id in cover:
+                cover[chunk_id][key] = 1.0
+    scored = [(chunk_id, sum(weight.get(key, 0.0) * worth for key, worth in by_key.items()))
+              for chunk_id, by_key in cover.items() if min(by_key.values()) < 1.0]
+    return sorted(scored, key=lambda pair: (-pair[1], pair[0]))[:limit]
