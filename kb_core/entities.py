@@ -18,7 +18,6 @@ The index (kb_pipeline's entity_graph stage) and questions (the graph leg) use t
 from __future__ import annotations
 
 import re
-import unicodedata
 from itertools import combinations
 
 import msgspec
@@ -42,23 +41,25 @@ ENTITIES_VERSION = "1"
 # A code in normalized text: letters, then digits, joined by dashes (zp-2041, kp-2041-03).
 CODE = re.compile(r"(?<![a-z0-9])[a-z]{1,6}(?:-[a-z0-9]+)*-?\d{2,}[a-z0-9]*(?:-[a-z0-9]+)*")
 _C = r"\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u30a1-\u30fa\u30fc"  # kanji, katakana
-_DOCUMENT = re.compile(
-    rf"[{_C}・]*[{_C}][{_C}・]*?(?:規程|規定|規則|細則|要領|ガイド|マニュアル|一覧|台帳|説明書"
-    rf"|報告書|管理表|議事録)(?=第|[^{_C}]|$)")
+_DOCUMENT_KINDS = "規程|規定|規則|細則|要領|ガイド|マニュアル|一覧|台帳|説明書|報告書|管理表|議事録"
+_DOCUMENT = re.compile(rf"[{_C}・]*[{_C}][{_C}・]*?(?:{_DOCUMENT_KINDS})(?=第|[^{_C}]|$)")
 _ARTICLE = re.compile(r"第(\d+)条")
 # An organisation unit: at least two characters before its kind (品質保証部, 経理課, 湖西工場),
 # which keeps 全部, 一部, 本部 out.
-_UNIT = re.compile(rf"[{_C}]{{2,}}?(?:本部|部|課|室|工場|営業所|センター)(?=長|[^{_C}]|$)")
+_UNIT_KINDS = "本部|部|課|室|工場|営業所|センター"
+_UNIT = re.compile(rf"[{_C}]{{2,}}?(?:{_UNIT_KINDS})(?=長|[^{_C}]|$)")
 _ROLE = re.compile(
     rf"[{_C}]*責任者|代表取締役社長|取締役|本部長|工場長|部長|課長|室長|所長|係長|主任")
 # A sentence that points elsewhere: what it names together is a reference, not a co-mention.
-_REFERS = re.compile(r"による|によって|に従|に定め|を参照|参照|準用|関連報告書|関連文書|関連記録")
+_REFERS = re.compile(r"による|によって|に基づ|に従|に定め|を参照|参照|準用|関連報告書|関連文書|関連記録")
 _TITLE = re.compile(r"^【([^】]*)】")
 _SPACED = re.compile(rf"(?<=[{_C}])\s+(?=[{_C}])")
 _DROP = re.compile(r"[・\s]")
-# Words before a name that point rather than name: 本規程 and 同規程 are the passage's own,
-# 当社湖西工場 is 湖西工場, 関連報告書 is a column; what is left must still be a name.
-_POINTER = re.compile(r"^(?:当社|弊社|該当|関連|本|同|各|当|該)")
+# Words before a name that point rather than name: 同規程 is the passage's own, 当社湖西工場
+# is 湖西工場, 関連報告書 is a column; what is left must still be a name. 本 points only before
+# the bare kind (本規程, 本報告書): 本社工場 is a name.
+_POINTER = re.compile(r"^(?:当社|弊社|該当|関連|同|各|当|該)")
+_THIS = re.compile(rf"^本(?:{_DOCUMENT_KINDS}|{_UNIT_KINDS})$")
 
 
 class Entity(msgspec.Struct, frozen=True):
@@ -84,15 +85,17 @@ def entity_key(name: str) -> str:
 
 def _named(name: str, rule: re.Pattern[str]) -> str | None:
     """`name` without a pointing word before it, if what is left is still a name."""
+    if _THIS.match(name):
+        return None
     rest = _POINTER.sub("", name)
     return rest if rest == name or rule.fullmatch(rest) else None
 
 
 def _found(line: str, default_regulation: Entity | None) -> list[tuple[int, Entity]]:
-    """The entities of one line of normalized (not case-folded) text, with their positions."""
+    """The entities of one line of normalized text (kb_core.keywords.normalize), with their
+    positions."""
     found: list[tuple[int, Entity]] = []
-    folded = line.casefold()
-    for m in CODE.finditer(folded):
+    for m in CODE.finditer(line):
         found.append((m.start(), Entity(m.group(), "code", m.group().upper())))
     documents = [(m.start(), m.end(), m.group()) for m in _DOCUMENT.finditer(line)]
     for start, _, name in documents:
@@ -114,7 +117,7 @@ def _found(line: str, default_regulation: Entity | None) -> list[tuple[int, Enti
 
 def entities_of(text: str) -> list[Entity]:
     """The entities a question (or any text) names, once each, in order."""
-    line = unicodedata.normalize("NFKC", text)
+    line = normalize(text)
     found = sorted(_found(line, None), key=lambda pair: pair[0])
     return list({entity.key: entity for _, entity in reversed(found)}.values())[::-1]
 
@@ -123,19 +126,20 @@ def passage_graph(text: str) -> PassageGraph:
     """A passage's entities and references. `text` is the passage as indexed: 【title】, its
     heading path and its content; an article with no regulation named before it belongs to the
     regulation its title names."""
-    text = unicodedata.normalize("NFKC", text)
-    title = _TITLE.match(text)
-    lines = text.splitlines()
-    if title:
-        # A title is one name even where it is spaced (人事評価制度 運用ガイド).
-        lines[0:1] = [_SPACED.sub("", title.group(1)), lines[0][title.end():]]
-    own = next((e for _, e in _found(lines[0], None) if e.kind == "document"), None) \
-        if title else None
+    lines = normalize(text).splitlines() or [""]
+    title = _TITLE.match(lines[0])
+    # The title as written and as one name (人事評価制度 運用ガイド is one document; 本社工場
+    # 検査記録 names 本社工場), then the heading path, then the content.
+    titles = [title.group(1), _SPACED.sub("", title.group(1))] if title else []
+    lines = [*titles, lines[0][title.end():] if title else lines[0], *lines[1:]]
+    body = len(titles) + 1  # the first line after the heading path
+    own = next((e for line in titles[::-1] for _, e in _found(line, None)
+                if e.kind == "document"), None)
     entities: dict[str, Entity] = {}
     references: dict[tuple[str, str, str], Reference] = {}
     # What the passage's heading names (its article, its section's subject) is what a
     # referring sentence under it refers from.
-    heading = [e.key for _, e in _found(lines[1], own)] if title and len(lines) > 1 else []
+    heading = [e.key for _, e in _found(lines[body - 1], own)] if title else []
     for number, line in enumerate(lines):
         kind = "row" if "|" in line else None
         for sentence in re.split(r"(?<=。)", line) if kind is None else [line]:
@@ -145,7 +149,7 @@ def passage_graph(text: str) -> PassageGraph:
             pair_kind = kind or ("reference" if _REFERS.search(sentence) else None)
             if pair_kind is None:
                 continue
-            subject = heading if number > 1 else []
+            subject = heading if number >= body else []
             named = list(dict.fromkeys(
                 [*subject, *(e.key for e in found if e.kind != "role")]))
             for source, target in combinations(named, 2):

@@ -1,4 +1,4 @@
-"""How the two legs' votes are weighed for each question, from the evidence each leg gives.
+"""How the legs' votes are weighed for each question, from the evidence each leg gives.
 
 Reciprocal Rank Fusion adds 1 / (k + rank) from each leg. With fixed weights it averages a
 strong leg with a weak one, and which leg is strong depends on the corpus and the question: a
@@ -8,16 +8,16 @@ whose scores are flat does not. So each leg's vote is weighed by its own margin:
     vector vote  = exp(vector_bias + vector_margin * (best similarity - 5th best)) / (k + rank)
     keyword vote = plan weight * exp(keyword_margin * (1 - 5th best score / best score))
                    * min(1, coverage / FULL_COVERAGE) / (k + rank)
-
     graph vote   = exp(graph_bias) / (k + rank)
 
 plus one rank-1 share, 1 / (k + 1), for a passage holding every code of the question (ZP-2041,
-第22条). The graph leg (kb_search/graph.py) ranks by the question's entities, which many
-passages share alike: its ties go to the passage the other legs rank higher. The plan weight is the planner's lean on the keyword leg (for code questions). The
-numbers are fitted by kb_eval/fit/fusion.py from the development sets with
-cross-validation and committed in fusion.json. Similarities mean something different for every
-embedding model, so the fitted numbers serve only an index of the model they were fitted on;
-any other index gets plain RRF (k = 60, no margins), which is what the numbers reduce to at zero.
+第22条). The plan weight is the planner's lean on the keyword leg (for code questions). The
+graph leg (kb_search/graph.py) scores passages by the question's entities, which many passages
+share alike: its ties go to the passage the other legs rank higher. The numbers are fitted by
+kb_eval/fit/fusion.py from the development sets with cross-validation and committed in
+fusion.json. Similarities mean something different for every embedding model, so the fitted
+numbers serve only an index of the model they were fitted on; any other index gets plain RRF
+(k = 60, no margins, the legs alike), which is what the numbers reduce to at zero.
 """
 
 from __future__ import annotations

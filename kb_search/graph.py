@@ -1,8 +1,8 @@
 """The graph leg: passages that speak of the question's entities, or of what those entities
 are named with, one reference away (docs/retrieval.md, "The graph leg").
 
-A question like 「QC-2031の対象ロットを製造した工場の品質責任者は誰？」 names QC-2031 and 品質責任者;
-the passage that answers it names 湖西工場 and 品質責任者, not QC-2031. QC-2031's passages name
+A question like 「QC-2031の対象ロットを製造した工場の品質責任者は誰？」 names QC-2031 and
+品質責任者; the passage that answers it names 湖西工場 and 品質責任者, not QC-2031. QC-2031's passages name
 湖西工場, so that passage is one reference away. Each of the question's entities counts for a
 passage with its specificity, log(1 + readable passages / passages naming it): wholly when the
 passage names it, partly when the passage names one of its neighbours, by how often the two
@@ -26,7 +26,7 @@ __all__ = ["FANOUT", "HOP", "HUB", "graph_leg"]
 # nowhere: its neighbours would be half the index. It still counts where a passage reached
 # through another entity names it.
 HUB = 50
-FANOUT = 20  # neighbours followed from each of the question's entities, strongest first
+FANOUT = 40  # neighbours followed from each of the question's entities, strongest first
 # What a neighbour's passage is worth for the entity it stands for, at most (strength s counts
 # s / (s + 1) of it): less than naming the entity itself.
 HOP = 0.5
@@ -57,7 +57,10 @@ def graph_leg(conn: psycopg.Connection, entities: list[Entity], groups: list[str
     for (source, _), (strength, passages) in hops.items():
         if len(passages) > HUB:  # a hub neighbour: its passages were not all read
             continue
-        worth = HOP * strength / (strength + 1)
+        # A neighbour few passages name says more of where the entity leads than one that
+        # many name.
+        specific = math.log(1 + readable / len(passages)) / math.log(1 + readable)
+        worth = HOP * strength / (strength + 1) * specific
         for chunk_id in passages:
             cover[chunk_id][source] = max(cover[chunk_id].get(source, 0.0), worth)
     # The leg's passages are those one reference away: a passage that names every entity it

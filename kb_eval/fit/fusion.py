@@ -61,7 +61,7 @@ GRID = {
     "vector_bias": (-0.4, -0.2, 0.0, 0.2, 0.4, 0.6),
     "vector_margin": (0.0, 10.0, 20.0, 40.0),
     "keyword_margin": (0.0, 1.0, 2.0, 3.0),
-    "graph_bias": (NO_GRAPH, -1.5, -1.0, -0.5, 0.0, 0.5),
+    "graph_bias": (NO_GRAPH, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5),
 }
 
 

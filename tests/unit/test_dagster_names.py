@@ -24,7 +24,8 @@ ASSETS = {
     "parsed_documents": ("ingestion", "documents", {"raw_documents"}),
     "chunks": ("ingestion", "documents", {"parsed_documents"}),
     "chunk_embeddings": ("ingestion", "documents", {"chunks"}),
-    "search_index": ("ingestion", "documents", {"chunk_embeddings"}),
+    "entity_graph": ("ingestion", "documents", {"chunks"}),
+    "search_index": ("ingestion", "documents", {"chunk_embeddings", "entity_graph"}),
     "scanned_pages": ("scans", "documents", set()),
     "retrieval_evaluation": ("evaluation", None, {"search_index", "published_generation"}),
     "generation_search_indexes": ("generations", "generations", set()),
@@ -37,6 +38,7 @@ ASSETS = {
 CHECKS = {
     ("search_index", "chunks_have_valid_embeddings"): True,
     ("search_index", "documents_have_whole_chunk_sets"): True,
+    ("search_index", "entity_graph_is_whole"): True,
     ("search_index", "group_sizes_match_chunks"): True,
     ("search_index", "no_orphan_documents"): True,
     ("search_index", "documents_have_access_rules"): False,
@@ -54,6 +56,7 @@ CHECKS = {
 INDEX_CHECK_OPS = {
     "search_index_chunks_have_valid_embeddings",
     "search_index_documents_have_whole_chunk_sets",
+    "search_index_entity_graph_is_whole",
     "search_index_group_sizes_match_chunks",
     "search_index_no_orphan_documents",
     "search_index_documents_have_access_rules",
@@ -62,8 +65,8 @@ INDEX_CHECK_OPS = {
 # job: (partitions, its ops)
 JOBS = {
     "ingest_documents": ("documents", {
-        "raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "search_index",
-        *INDEX_CHECK_OPS}),
+        "raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "entity_graph",
+        "search_index", *INDEX_CHECK_OPS}),
     "evaluate_generation": ("generations", {
         "generation_search_indexes", "generation_evaluation", "published_generation"}),
     "read_scans": ("documents", {"scanned_pages"}),

@@ -13,15 +13,17 @@ from kb_search.fusion import Fusion, fuse
 
 FUSIONS = st.builds(Fusion, k=st.sampled_from([1.0, 10.0, 60.0]),
                     vector_bias=st.floats(-2, 2), vector_margin=st.floats(0, 60),
-                    keyword_margin=st.floats(0, 5))
+                    keyword_margin=st.floats(0, 5), graph_bias=st.floats(-2, 2))
 
 
 @st.composite
 def legs(draw):
-    """Two legs over a few chunk ids, each best first, some ids in both."""
+    """Three legs over a few chunk ids, each best first, some ids in several; the graph
+    leg's scores with ties."""
     ids = draw(st.lists(st.integers(1, 40), min_size=1, max_size=25, unique=True))
     in_vector = draw(st.lists(st.sampled_from(ids), unique=True, max_size=len(ids)))
     in_keyword = draw(st.lists(st.sampled_from(ids), unique=True, max_size=len(ids)))
+    in_graph = draw(st.lists(st.sampled_from(ids), unique=True, max_size=len(ids)))
     coded = draw(st.sets(st.sampled_from(ids)))
     similarities = sorted(draw(st.lists(st.floats(0.7, 1.0), min_size=len(in_vector),
                                         max_size=len(in_vector))), reverse=True)
@@ -32,17 +34,21 @@ def legs(draw):
     vector = [(i, s, i in coded) for i, s in zip(in_vector, similarities, strict=True)]
     keyword = [(i, s, c, i in coded)
                for i, s, c in zip(in_keyword, scores, coverages, strict=True)]
-    return vector, keyword
+    graph = [(i, draw(st.sampled_from([1.0, 2.5, 4.0]))) for i in in_graph]
+    return vector, keyword, graph
 
 
-def _candidates(vector, keyword, keyword_weight: float) -> tuple[list[int], Candidates]:
-    """The fitter's arrays for the same legs, one entry per chunk either leg found."""
-    ids = sorted({row[0] for row in [*vector, *keyword]})
+def _candidates(vector, keyword, graph_ranks, keyword_weight: float
+                ) -> tuple[list[int], Candidates]:
+    """The fitter's arrays for the same legs, one entry per chunk a leg found; the graph
+    leg's ranks as the fusion gave them (a search's hits carry them so to the fitter)."""
+    ids = sorted({row[0] for row in [*vector, *keyword]} | set(graph_ranks))
     v = {i: (rank, s, c) for rank, (i, s, c) in enumerate(vector, start=1)}
     k = {i: (rank, s, cov, c) for rank, (i, s, cov, c) in enumerate(keyword, start=1)}
     return ids, Candidates(
         vector_rank=np.array([v[i][0] if i in v else 0 for i in ids]),
         keyword_rank=np.array([k[i][0] if i in k else 0 for i in ids]),
+        graph_rank=np.array([graph_ranks.get(i, 0) for i in ids]),
         similarity=np.array([v[i][1] if i in v else 0.0 for i in ids]),
         keyword_score=np.array([k[i][1] if i in k else 0.0 for i in ids]),
         coverage=np.array([k[i][2] if i in k else 0.0 for i in ids]),
@@ -56,10 +62,11 @@ def _candidates(vector, keyword, keyword_weight: float) -> tuple[list[int], Cand
 @settings(max_examples=300, deadline=None)
 @given(legs(), FUSIONS, st.floats(0.1, 3.0))
 def test_the_fitters_vectorised_fusion_scores_every_candidate_as_fuse_does(
-        both, fusion, keyword_weight):
-    vector, keyword = both
-    fused = {f.id: f.score for f in fuse(vector, keyword, fusion, keyword_weight, k=1000)}
-    ids, candidates = _candidates(vector, keyword, keyword_weight)
+        drawn, fusion, keyword_weight):
+    vector, keyword, graph = drawn
+    fused = {f.id: f for f in fuse(vector, keyword, graph, fusion, keyword_weight, k=1000)}
+    ranks = {i: f.graph_rank for i, f in fused.items() if f.graph_rank is not None}
+    ids, candidates = _candidates(vector, keyword, ranks, keyword_weight)
     scores = candidates.scores(fusion)
     assert sorted(fused) == ids
-    np.testing.assert_allclose(scores, [fused[i] for i in ids], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(scores, [fused[i].score for i in ids], rtol=1e-12, atol=1e-15)

@@ -1,7 +1,7 @@
 # No `from __future__ import annotations`: Dagster reads these annotations at runtime.
 """The ingestion assets: raw_documents → parsed_documents → chunks → chunk_embeddings and
-entity_graph → search_index, one dynamic partition per document. A run tagged with an index generation
-(runs.GENERATION_TAG) writes that generation's tables instead of the live ones.
+entity_graph → search_index, one dynamic partition per document. A run tagged with an index
+generation (runs.GENERATION_TAG) writes that generation's tables instead of the live ones.
 
 Each asset takes many partitions in one run (a single-run backfill policy), because a run's
 start-up costs more than a document's parsing: a sensor tick over 1,000 changed files launches
