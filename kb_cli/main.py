@@ -136,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     gaps.add_argument("--groups", type=groups, default=None,
                       help="show only what a reviewer of these groups sees on the page")
 
+    entities = _command(sub, "entities", "entities:run",
+                        "an entity's card: where the passages of these groups name it, by "
+                        "document, and what they name it with",
+                        ("kb entities show QC-2031 --groups engineering",
+                         "kb entities show 湖西工場 --groups all-employees --json"))
+    entities.add_argument("action", choices=["show"])
+    entities.add_argument("name", help="its name, or the beginning of it")
+    entities.add_argument("--groups", type=groups, required=True)
+
     log_cmd = _command(sub, "log", "query_log:run", "the query log",
                        ("kb log purge", "kb log purge --days 30"))
     log_cmd.add_argument("action", choices=["purge"])

@@ -51,7 +51,8 @@ _UNIT = re.compile(rf"[{_C}]{{2,}}?(?:{_UNIT_KINDS})(?=長|[^{_C}]|$)")
 _ROLE = re.compile(
     rf"[{_C}]*責任者|代表取締役社長|取締役|本部長|工場長|部長|課長|室長|所長|係長|主任")
 # A sentence that points elsewhere: what it names together is a reference, not a co-mention.
-_REFERS = re.compile(r"による|によって|に基づ|に従|に定め|を参照|参照|準用|関連報告書|関連文書|関連記録")
+_REFERS = re.compile(
+    r"による|によって|に基づ|に従|に定め|を参照|参照|準用|関連報告書|関連文書|関連記録")
 _TITLE = re.compile(r"^【([^】]*)】")
 _SPACED = re.compile(rf"(?<=[{_C}])\s+(?=[{_C}])")
 _DROP = re.compile(r"[・\s]")

@@ -15,6 +15,15 @@ from kb_search.corrections import (
     CorrectionForReview,
     UnknownCorrectionError,
 )
+from kb_search.entity_cards import (
+    EntityCard,
+    EntityDocument,
+    EntityLink,
+    EntityMatch,
+    EntityPassage,
+    EntityRelation,
+    RelationEvidence,
+)
 from kb_search.gap_report import (
     GapDocument,
     GapQuestion,
@@ -60,6 +69,12 @@ __all__ = [
     "CorrectionForReview",
     "DocumentPassage",
     "DocumentView",
+    "EntityCard",
+    "EntityDocument",
+    "EntityLink",
+    "EntityMatch",
+    "EntityPassage",
+    "EntityRelation",
     "GapDocument",
     "GapQuestion",
     "GapReport",
@@ -70,6 +85,7 @@ __all__ = [
     "OfferedPassages",
     "Original",
     "Ranks",
+    "RelationEvidence",
     "SearchHit",
     "SearchResult",
     "Stage",

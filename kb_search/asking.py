@@ -30,6 +30,7 @@ from kb_search.answerers import (
 from kb_search.answerers.contract import Claim, citations, claims
 from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
 from kb_search.comparison import Comparison
+from kb_search.entity_cards import EntityLink
 from kb_search.planner import QueryPlan
 from kb_search.quoting import quote_passage
 from kb_search.search import PreparedQuery, ReadByOcr, Searcher, SearchHit, SearchResult
@@ -92,6 +93,9 @@ class AskResult(msgspec.Struct):
     took_ms: float
     parts: list[AnswerPart] = []  # a question answered part by part; empty when answered whole
     comparison: Comparison | None = None  # what the answer states of its parts' values
+    # The codes, 規程 and departments the answer names that the caller's passages name too:
+    # each links to its card (GET /v1/entities/{id}).
+    entities: list[EntityLink] = []
 
 
 @dataclass

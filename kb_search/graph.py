@@ -1,13 +1,15 @@
-"""The graph leg: passages that speak of the question's entities, or of what those entities
-are named with, one reference away (docs/retrieval.md, "The graph leg").
+"""The graph leg: passages one reference away from what the question names.
 
-A question like 「QC-2031の対象ロットを製造した工場の品質責任者は誰？」 names QC-2031 and
-品質責任者; the passage that answers it names 湖西工場 and 品質責任者, not QC-2031. QC-2031's passages name
-湖西工場, so that passage is one reference away. Each of the question's entities counts for a
-passage with its specificity, log(1 + readable passages / passages naming it): wholly when the
-passage names it, partly when the passage names one of its neighbours, by how often the two
-are named together. Every count is over the passages the caller may read (sql/queries/
-search.sql, graph_leg).
+「QC-2031の対象ロットを製造した工場の品質責任者は誰？」 names QC-2031 and 品質責任者. The
+passage that answers it, the organisation chart's row, names 湖西工場 and 品質責任者, not
+QC-2031; QC-2031's report names 湖西工場. The other legs find the report; this leg finds the
+row. Each entity the question names (kb_core/entities.py) counts for a passage with its
+specificity, log(1 + readable passages / passages naming it): wholly where the passage names
+it, in part where the passage names one of its neighbours (an entity named with it), by how
+often the two are named together and how specific the neighbour is. The leg returns only
+passages that cover an entity through a neighbour: one that names everything it covers is the
+other legs' to find. Every count is over the passages the caller may read (sql/queries/
+search.sql, graph_leg), so no document outside the caller's groups moves its ranking.
 """
 
 from __future__ import annotations

@@ -42,6 +42,13 @@ from kb_search.deep import (
     part_citations,
     passages_per_part,
 )
+from kb_search.entity_cards import (
+    EntityCard,
+    EntityMatch,
+    entities_in,
+    entity_card,
+    find_entities,
+)
 from kb_search.gap_report import GapReport, gap_report
 from kb_search.question_parts import QuestionPart, QuestionSplit, split_question
 from kb_search.rerankers import make_reranker
@@ -251,6 +258,7 @@ class KnowledgeBase:
                 yield Stage("answer")
                 result = yield from self._parts_answer(question, split, retrieved, query_id,
                                                        streamed)
+                self._link_entities(caller, result)
                 if log:
                     self._log(caller, question, mode, result, _parts_hits(retrieved),
                               cached=False)
@@ -271,9 +279,15 @@ class KnowledgeBase:
         else:
             result = self._asker.answer(prepared, query_id)
         result.warnings.extend(warnings)
+        self._link_entities(caller, result)
         if log:
             self._log(caller, question, mode, result, prepared.search, cached=False)
         yield result
+
+    def _link_entities(self, caller: Caller, result: AskResult) -> None:
+        if result.found:
+            result.entities = self._reads.run(
+                lambda conn: entities_in(conn, result.answer, list(caller.groups)))
 
     def _split(self, question: str, mode: AskMode) -> QuestionSplit:
         if mode == "flash":
@@ -397,6 +411,18 @@ class KnowledgeBase:
         embedder = self._embedder_for(self.index_model())
         with self._pool.connection() as conn:
             return gap_report(conn, _groups(reviewer), days, embedder)
+
+    # --- entities -----------------------------------------------------------------------------
+
+    def find_entities(self, caller: Caller, name: str) -> list[EntityMatch]:
+        """Entities the caller's passages name whose normalised name is `name`'s (first), or
+        begins with it (docs/knowledge-graph.md)."""
+        return self._reads.run(lambda conn: find_entities(conn, name, list(caller.groups)))
+
+    def entity(self, caller: Caller, entity_id: str) -> EntityCard | None:
+        """The card of an entity: where the caller's passages name it, by document, and what
+        they name it with; None as for an entity that does not exist."""
+        return self._reads.run(lambda conn: entity_card(conn, entity_id, list(caller.groups)))
 
     # --- cited sources ------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from kb_search import KnowledgeBase, open_knowledge_base
 from query_service.controllers import (
     CorrectionsController,
     DocumentsController,
+    EntitiesController,
     GapsController,
     QuestionsController,
 )
@@ -191,8 +192,8 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
 
     return Litestar(
         route_handlers=[healthz, readyz, QuestionsController, DocumentsController,
-                        CorrectionsController, GapsController, SignInController, page,
-                        static_files, mcp_mount],
+                        EntitiesController, CorrectionsController, GapsController,
+                        SignInController, page, static_files, mcp_mount],
         dependencies={"kb": Provide(provide_knowledge_base, sync_to_thread=False)},
         # The MCP session manager runs once the pools are open and stops before they close.
         lifespan=[lifespan, mcp_lifespan],

@@ -20,6 +20,8 @@ BEGIN
                 PRIMARY KEY (entity_key, chunk_id)
             );
             CREATE INDEX mentions_chunk ON %1$I.mentions (chunk_id);
+            -- An entity card is looked up by a prefix of its name.
+            CREATE INDEX mentions_key_prefix ON %1$I.mentions (entity_key text_pattern_ops);
             CREATE TABLE %1$I.relations (
                 source_key text NOT NULL,
                 target_key text NOT NULL,

@@ -88,16 +88,107 @@ function refLink(n) {
     : `[${n}]`;
 }
 
-// Text with each [n] a link to its citation card.
+// Text with each [n] a link to its citation card, and each entity the answer names a link to
+// its entity card.
 function withRefs(text) {
   const nodes = [];
   let last = 0;
   for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    nodes.push(text.slice(last, match.index), refLink(Number(match[1])));
+    nodes.push(...withEntities(text.slice(last, match.index)), refLink(Number(match[1])));
+    last = match.index + match[0].length;
+  }
+  nodes.push(...withEntities(text.slice(last)));
+  return nodes;
+}
+
+// The entities an answer names that the employee's documents name too (the answer's
+// `entities`), longest name first so that 湖西品質保証課 is not cut at 品質保証課.
+function entityPattern(entities) {
+  const names = [...new Set(entities.map((e) => e.name))].sort((a, b) => b.length - a.length);
+  const escaped = names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  return names.length ? new RegExp(escaped.join("|"), "gi") : null;
+}
+
+function withEntities(text) {
+  if (!current || !current.entityPattern) return [text];
+  const nodes = [];
+  let last = 0;
+  for (const match of text.matchAll(current.entityPattern)) {
+    const entity = current.entities.get(match[0].toLowerCase());
+    nodes.push(text.slice(last, match.index), entityLink(entity, match[0]));
     last = match.index + match[0].length;
   }
   nodes.push(text.slice(last));
   return nodes;
+}
+
+function entityLink(entity, text) {
+  const link = el("a", {
+    href: `/v1/entities/${encodeURIComponent(entity.id)}`, class: "entity", textContent: text,
+  });
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    openEntity(entity.id);
+  });
+  return link;
+}
+
+// Names of entity kinds as the card shows them.
+const ENTITY_KINDS = {
+  code: "番号・型番", document: "文書", article: "条文", unit: "部署・拠点", role: "役職",
+};
+const REFERENCE_KINDS = { reference: "参照", row: "同じ表の行" };
+const SHOWN_PASSAGES = 4; // of each document on a card; the document's viewer shows the rest
+
+// An entity's card: the documents whose passages name it, each passage opening the viewer,
+// and what they name it with, each opening that entity's card.
+async function openEntity(entityId) {
+  const response = await api(`/v1/entities/${encodeURIComponent(entityId)}`);
+  if (!response.ok) {
+    status("この項目の記載は見つかりません（閲覧できる文書にありません）。", true);
+    return;
+  }
+  const card = await response.json();
+  $("entity-title").textContent = card.name;
+  $("entity-meta").textContent =
+    `${ENTITY_KINDS[card.kind] || card.kind} ・ ${card.documents.length}件の文書の` +
+    `${card.passages}か所に記載`;
+  $("entity-documents").replaceChildren(...card.documents.map((d) =>
+    el("li", {},
+      el("strong", { textContent: d.title }),
+      el("div", { class: "path", textContent: d.path }),
+      el("ul", { class: "entity-passages" },
+        ...d.passages.slice(0, SHOWN_PASSAGES).map((p) =>
+          el("li", {}, passageLink(d.document_id, p.chunk_id, whereIn(p) || "冒頭"))),
+        d.passages.length > SHOWN_PASSAGES
+          ? el("li", { class: "meta",
+              textContent: `ほか${d.passages.length - SHOWN_PASSAGES}か所` })
+          : null))));
+  $("entity-relations-title").hidden = card.relations.length === 0;
+  $("entity-relations").replaceChildren(...card.relations.map((r) => {
+    const how = r.references.map((k) => REFERENCE_KINDS[k] || k).join("・");
+    const evidence = r.evidence[0];
+    return el("li", {},
+      entityLink(r, r.name),
+      el("span", { class: "meta",
+        textContent: ` ${ENTITY_KINDS[r.kind] || r.kind} ・ ${r.passages}か所${how ? ` ・ ${how}` : ""}` }),
+      evidence ? el("div", { class: "meta" }, "例：",
+        passageLink(evidence.document_id, evidence.chunk_id,
+          `${evidence.title}${evidence.heading ? ` ＞ ${evidence.heading}` : ""}`)) : null);
+  }));
+  const dialog = $("entity");
+  if (!dialog.open) dialog.showModal();
+  dialog.scrollTop = 0;
+}
+
+function passageLink(documentId, chunkId, text) {
+  const link = el("a", { href: `/v1/documents/${documentId}?chunk_id=${chunkId}`,
+    textContent: text });
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    openSource(documentId, chunkId, "");
+  });
+  return link;
 }
 
 const PART_HEADING = /^【([^【】\n]+)】$/;
@@ -328,6 +419,8 @@ function finish(result) {
     $("not-found").hidden = false;
   } else {
     renderCitations(result.citations); // before the text, whose [n] link to these cards
+    current.entities = new Map((result.entities || []).map((e) => [e.name.toLowerCase(), e]));
+    current.entityPattern = entityPattern(result.entities || []);
     renderAnswer(result.answer);
     summarizeParts(result.parts || []);
     // What a correction concerns: the cited passages of documents, not other corrections.

@@ -510,3 +510,43 @@ def test_a_question_in_two_parts_shows_its_plan_each_parts_search_and_a_summary_
     assert not any(s.startswith("parts-list") for s in page.evaluate("window.progressShown"))
     assert page.locator("#parts").is_hidden()
     assert page.locator("#answer .answer-part").count() == 0
+
+
+def test_an_entity_the_answer_names_opens_its_card_and_the_card_opens_passages_and_neighbours(
+    sample_service, browser, provider
+):
+    provider.user = {"sub": "emp-8008", "name": "石井 翔太",
+                     "groups": ["all-employees", "engineering"]}
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="ja-JP")
+    _sign_in(page, sample_service)
+    _ask(page, "QC-2031の報告書はいつ発行されましたか")
+    page.locator("#feedback").wait_for()
+    link = page.locator("#answer a.entity", has_text="QC-2031").first
+    link.click()
+    card = page.locator("dialog#entity")
+    card.locator("#entity-title", has_text="QC-2031").wait_for()
+    documents = card.locator("#entity-documents > li strong").all_inner_texts()
+    assert "品質検査報告書 QC-2031" in documents
+    assert any("品質不具合・是正処置管理台帳" in d for d in documents)  # the register's row
+    neighbours = card.locator("#entity-relations > li > a.entity").all_inner_texts()
+    assert "湖西工場" in neighbours and "QC-2013" not in neighbours[:1]
+    _screenshot(page, "entity-card")
+    # A neighbour opens its own card, and a passage the viewer at it.
+    card.locator("#entity-relations > li > a.entity", has_text="湖西工場").first.click()
+    card.locator("#entity-title", has_text="湖西工場").wait_for()
+    card.locator("#entity-documents .entity-passages a").first.click()
+    page.locator("dialog#source .passage.cited").wait_for()
+
+
+def test_an_entity_card_outside_the_callers_groups_is_not_found(sample_service, browser,
+                                                                  provider):
+    provider.user = {"sub": "emp-9009", "name": "森 由紀", "groups": ["all-employees"]}
+    page = browser.new_page(locale="ja-JP")
+    _sign_in(page, sample_service)
+    # QC-2031 is named only in engineering's documents.
+    response = page.request.get(f"{sample_service}/v1/entities/qc-2031")
+    assert response.status == 404
+    found = page.request.get(f"{sample_service}/v1/entities?name=QC-20").json()["entities"]
+    assert found == []
+    assert page.request.get(f"{sample_service}/v1/entities/%E6%B9%96%E8%A5%BF%E5%B7%A5%E5%A0%B4"
+                            ).json()["name"] == "湖西工場"

@@ -1,0 +1,139 @@
+"""Entity cards: what the caller's passages say of one entity (a code, a 規程, a department),
+where it is named, document by document, and what it is named with, with the passages as
+evidence. Everything comes from passages the caller may read (sql/queries/entities.sql): an
+entity only a secret document names does not exist for anyone outside its groups."""
+
+from __future__ import annotations
+
+import msgspec
+import psycopg
+
+from kb_core.entities import entities_of, entity_key
+from kb_core.queries import query
+
+__all__ = [
+    "EntityCard",
+    "EntityDocument",
+    "EntityLink",
+    "EntityMatch",
+    "EntityPassage",
+    "EntityRelation",
+    "RelationEvidence",
+    "entities_in",
+    "entity_card",
+    "find_entities",
+]
+
+MATCHES = 20  # entities a name lookup lists
+MENTIONS = 200  # passages a card lists
+RELATIONS = 30  # related entities a card lists
+EVIDENCE = 3  # passages shown for each relation
+
+
+class EntityMatch(msgspec.Struct):
+    id: str  # the normalised name: GET /v1/entities/{id}
+    kind: str  # code, document, article, unit, role
+    name: str  # as the passages write it most often
+    passages: int
+    documents: int
+
+
+class EntityPassage(msgspec.Struct):
+    chunk_id: int
+    heading: str
+    page: str | None
+    written: str  # how this passage writes the entity's name
+
+
+class EntityDocument(msgspec.Struct):
+    document_id: int
+    source_uri: str
+    path: str
+    title: str
+    passages: list[EntityPassage]
+
+
+class RelationEvidence(msgspec.Struct):
+    chunk_id: int
+    document_id: int
+    path: str
+    title: str
+    heading: str
+    page: str | None
+
+
+class EntityRelation(msgspec.Struct):
+    id: str
+    kind: str
+    name: str
+    passages: int  # the caller's passages naming both
+    references: list[str]  # how those passages refer between the two: reference, row
+    evidence: list[RelationEvidence]
+
+
+class EntityCard(msgspec.Struct):
+    id: str
+    kind: str
+    name: str
+    passages: int
+    documents: list[EntityDocument]
+    relations: list[EntityRelation]
+
+
+class EntityLink(msgspec.Struct):
+    """An entity an answer names, which the caller's passages name too: a link to its card."""
+
+    id: str
+    name: str  # as the answer writes it
+
+
+def find_entities(conn: psycopg.Connection, name: str, groups: list[str],
+                  limit: int = MATCHES) -> list[EntityMatch]:
+    """Entities whose normalised name is `name`'s, then those it begins."""
+    key = entity_key(name)
+    if not key:
+        return []
+    prefix = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = conn.execute(query("entities_named"), {
+        "key": key, "prefix": prefix, "groups": groups, "limit": limit})
+    return [EntityMatch(*row) for row in rows]
+
+
+def entity_card(conn: psycopg.Connection, entity_id: str,
+                groups: list[str]) -> EntityCard | None:
+    """The card of entity `entity_id` (its normalised name, or any way of writing it), or None
+    when no passage the caller may read names it."""
+    entity_id = entity_key(entity_id)
+    rows = conn.execute(query("entity_mentions"),
+                        {"key": entity_id, "groups": groups, "limit": MENTIONS}).fetchall()
+    if not rows:
+        return None
+    documents: dict[int, EntityDocument] = {}
+    for document_id, uri, path, title, chunk_id, heading, page, _, written in rows:
+        document = documents.setdefault(
+            document_id, EntityDocument(document_id, uri, path, title, []))
+        document.passages.append(EntityPassage(chunk_id, heading, page, written))
+    match = next((m for m in find_entities(conn, entity_id, groups, 1) if m.id == entity_id),
+                 None)
+    related = conn.execute(query("entity_relations"), {
+        "key": entity_id, "groups": groups, "limit": RELATIONS, "evidence": EVIDENCE}).fetchall()
+    shown = {row[0]: RelationEvidence(*row) for row in conn.execute(
+        query("entity_evidence"),
+        {"ids": [i for *_, ids in related for i in ids], "groups": groups})}
+    relations = [EntityRelation(key, kind_, name_, passages, references,
+                                [shown[i] for i in ids if i in shown])
+                 for key, kind_, name_, passages, references, ids in related]
+    kind, written = rows[0][7], rows[0][8]
+    return EntityCard(entity_id, kind, match.name if match else written,
+                      match.passages if match else len(rows), list(documents.values()),
+                      relations)
+
+
+def entities_in(conn: psycopg.Connection, text: str, groups: list[str]) -> list[EntityLink]:
+    """The entities `text` names that the caller's passages name too, in order."""
+    found = entities_of(text)
+    if not found:
+        return []
+    known = {key for (key,) in conn.execute(
+        query("entities_known"), {"keys": [e.key for e in found], "groups": groups})}
+    return [EntityLink(e.key, e.name) for e in found if e.key in known]
