@@ -130,8 +130,9 @@ def entity_card(conn: psycopg.Connection, entity_id: str,
 
 
 def entities_in(conn: psycopg.Connection, text: str, groups: list[str]) -> list[EntityLink]:
-    """The entities `text` names that the caller's passages name too, in order."""
-    found = entities_of(text)
+    """The entities `text` names that the caller's passages name too, in order; not roles
+    (部長, 課長), which name a position in every department, not one thing."""
+    found = [e for e in entities_of(text) if e.kind != "role"]
     if not found:
         return []
     known = {key for (key,) in conn.execute(

@@ -10,6 +10,7 @@ use the primary."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -21,6 +22,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from kb_core.callers import Caller
+from kb_core.entities import Entity, entities_of
 from kb_core.generations import use_generation
 from kb_core.index_fence import follow_index_changes
 from kb_core.learned_facts import EmbedderFor
@@ -50,7 +52,7 @@ from kb_search.entity_cards import (
     find_entities,
 )
 from kb_search.gap_report import GapReport, gap_report
-from kb_search.question_parts import QuestionPart, QuestionSplit, split_question
+from kb_search.question_parts import QuestionPart, QuestionSplit, refers_back, split_question
 from kb_search.rerankers import make_reranker
 from kb_search.search import (
     Mode,
@@ -301,11 +303,16 @@ class KnowledgeBase:
         returns them by part (None for a part not reached in time)."""
         started = time.perf_counter()
         retrieved: list[PreparedAnswer | None] = []
+        asked: list[Entity] = []  # what the parts before named
         for index, part in enumerate(split.parts):
             if time.perf_counter() - started > self._deep.timeout_s:
                 retrieved.append(None)  # named in the answer as not reached in time
                 continue
-            version, prepared = self._retrieve(caller, part.question)
+            # A part that opens on an earlier part's subject (その工場の〜) starts the graph
+            # leg from what the earlier parts named: its answer is one reference away.
+            carried = asked if refers_back(part.question) else []
+            asked = [*asked, *entities_of(part.question)]
+            version, prepared = self._retrieve(caller, part.question, carried)
             versions.append(version)
             retrieved.append(prepared)
             yield Stage("part", index=index, found=prepared.evidence_found,
@@ -328,11 +335,19 @@ class KnowledgeBase:
         return msgspec.structs.replace(result, parts=part_citations(parts, stream, numbers),
                                        comparison=stream.comparison)
 
-    def _retrieve(self, caller: Caller, question: str) -> tuple[int, PreparedAnswer]:
-        """The index version and the passages, read in one transaction on one server. The
-        version is read first, so the passages are never older than the version that tags
-        their answer in the cache (a newer version would serve them after a revocation)."""
+    def _retrieve(self, caller: Caller, question: str,
+                  carried: list[Entity] | None = None) -> tuple[int, PreparedAnswer]:
+        """The index version and the passages, read in one transaction on one server; the
+        graph leg starts from the entities `carried` too. The version is read first, so the
+        passages are never older than the version that tags their answer in the cache (a
+        newer version would serve them after a revocation)."""
         question_vector = self._asker.searcher.prepare(question)  # holds no connection
+        if carried:
+            named = {e.key for e in question_vector.plan.entities}
+            extra = {e.key: e for e in carried if e.key not in named}
+            plan = msgspec.structs.replace(question_vector.plan, entities=[
+                *question_vector.plan.entities, *extra.values()])
+            question_vector = dataclasses.replace(question_vector, plan=plan)
 
         def read(conn: psycopg.Connection,
                  beside: psycopg.Connection | None) -> tuple[int, PreparedAnswer]:

@@ -27,7 +27,7 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["QuestionPart", "QuestionSplit", "split_question"]
+__all__ = ["QuestionPart", "QuestionSplit", "refers_back", "split_question"]
 
 # A question word that asks (何も, 誰か, どこか and 幾何 do not; 何か国 does).
 ASKS = re.compile(r"(?:(?<!幾)何|誰|だれ|どこ)(?!も|か(?![国月所]))|いつ|どの|どう|どんな|なぜ"
@@ -103,6 +103,16 @@ _COMPARES = re.compile(r"どちら|どっち|違い|違う|異なる|差|比較|
                        r"|遅い|高い|安い")
 _EACH = re.compile(r"それぞれ|各々|各")
 _ITEM_PARTICLES = {"の", "は", "では", "で", "について", "に関して", "には"}
+
+
+# A part that opens on what an earlier part asked about (その工場の品質責任者は誰?): its answer
+# lies one reference away from the earlier part's subject.
+_REFERS_BACK = re.compile(r"^(?:その|この|当該|そこ|それら?の|同じ)")
+
+
+def refers_back(part: str) -> bool:
+    """Whether a part's question opens on what an earlier part asked about."""
+    return _REFERS_BACK.match(part) is not None
 
 
 class QuestionPart(msgspec.Struct, frozen=True):

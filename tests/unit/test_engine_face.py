@@ -21,6 +21,8 @@ PUBLIC_NAMES = {
     "CorrectedPassage", "CorrectionForReview", "DocumentPassage", "DocumentView",
     "OfferedPassage", "OfferedPassages", "Original", "Ranks", "SearchHit", "SearchResult",
     "GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument", "UncitedDocument",
+    "EntityCard", "EntityDocument", "EntityLink", "EntityMatch", "EntityPassage",
+    "EntityRelation", "RelationEvidence",
     # what it refuses with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
@@ -38,6 +40,8 @@ METHODS = {
     "recent_questions": ["caller", "limit"],
     "purge_query_log": ["days"],
     "knowledge_gaps": ["reviewer", "days"],
+    "find_entities": ["caller", "name"],
+    "entity": ["caller", "entity_id"],
     "document": ["caller", "document_id", "chunk_id"],
     "original": ["caller", "document_id"],
     "submit_correction": ["caller", "name", "query_id", "correction", "chunk_ids"],

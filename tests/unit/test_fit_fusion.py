@@ -67,6 +67,6 @@ def test_the_fitters_vectorised_fusion_scores_every_candidate_as_fuse_does(
     fused = {f.id: f for f in fuse(vector, keyword, graph, fusion, keyword_weight, k=1000)}
     ranks = {i: f.graph_rank for i, f in fused.items() if f.graph_rank is not None}
     ids, candidates = _candidates(vector, keyword, ranks, keyword_weight)
-    scores = candidates.scores(fusion)
+    scores = candidates.scores([fusion])[0]
     assert sorted(fused) == ids
     np.testing.assert_allclose(scores, [fused[i].score for i in ids], rtol=1e-12, atol=1e-15)
