@@ -151,11 +151,13 @@ def _ingest(conn, folder: Path, documents: list[tuple[Path, list[tuple[int, str]
             mixer: _Mixer, embedder, version: str, label: str) -> int:  # noqa: ANN001
     """Register and ingest `documents` (file, [(passage, heading)]) through the stages, in
     runs of RUN_DOCUMENTS; the chunks indexed."""
+    from kb_core.settings import OcrSettings
     from kb_pipeline.catalogue import plan_files
     from kb_pipeline.stages import (
         RunScope,
         chunk_documents,
         embed_chunks,
+        graph_documents,
         index_documents,
         parse_documents,
         stage_documents,
@@ -167,8 +169,9 @@ def _ingest(conn, folder: Path, documents: list[tuple[Path, list[tuple[int, str]
         plan_files(conn, folder, [file for file, _ in batch], version)
         scope = RunScope(keys=[str(file) for file, _ in batch], run_id=f"{label}-{start}",
                          version=version)
-        reports = [stage_documents(conn, scope, max_bytes=2**31), parse_documents(conn, scope),
-                   chunk_documents(conn, scope, embedder)]
+        reports = [stage_documents(conn, scope, max_bytes=2**31),
+                   parse_documents(conn, scope, OcrSettings()),
+                   chunk_documents(conn, scope, embedder), graph_documents(conn, scope)]
         _cache_vectors(conn, {"run_id": scope.run_id, "uris": scope.keys},
                        {str(file): sections for file, sections in batch}, mixer, embedder.name)
         reports += [embed_chunks(conn, scope, embedder), index_documents(conn, scope, embedder)]

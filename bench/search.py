@@ -1,4 +1,5 @@
-"""Retrieval at scale: p50/p95 latency of each search mode with group filters matching 100%,
+"""Retrieval at scale: p50/p95 latency of each search mode (and of hybrid without its graph
+leg, `hybrid-graphless`, timed beside it: the leg's cost) with group filters matching 100%,
 10% and 1% of the chunks, the vector leg's recall@10 against exact search and the keyword leg's
 against exhaustive scoring, at growing index sizes.
 
@@ -16,7 +17,8 @@ to each size (bench/corpus.py: their texts recombine the samples' sentences, the
 synthetic unit vectors mixed from the samples' real ones; the same seed gives the same corpus
 on every run).
 
-Questions: every question of samples/eval.jsonl, embedded once with the real model before
+Questions: every question of samples/eval.jsonl and samples/eval_graph.jsonl (the graph leg's
+kind), embedded once with the real model before
 timing: latencies exclude query embedding, as the targets do. Each mode runs every question
 once to warm the caches, then --repeats timed passes (the modes taking turns), through the same
 `hybrid_search` the service calls, on connections configured as the service's pool configures
@@ -67,7 +69,8 @@ from corpus import SELECTIVITY_GROUPS, add_synthetic_chunks  # bench/ is the scr
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DOCS = REPO / "samples" / "docs"
-EVAL_FILE = REPO / "samples" / "eval.jsonl"
+# Our questions, and those written for the knowledge graph (its leg's work).
+EVAL_FILES = (REPO / "samples" / "eval.jsonl", REPO / "samples" / "eval_graph.jsonl")
 
 
 def _installation(home: Path | None) -> tuple[Path, dict[str, str], bool]:
@@ -114,16 +117,23 @@ def _exact_top(conn, vector: np.ndarray, groups: list[str], k: int) -> list[int]
 
 
 EVERY = 2**31 - 1  # a candidate budget no question reaches: exhaustive keyword scoring
+# Hybrid search with the graph leg left out, timed beside hybrid: what the leg costs.
+GRAPHLESS = "hybrid-graphless"
 
 
 def _timed(conn, prepared, groups: list[str], mode: str, fusion, plan: Plan,  # noqa: ANN001
            budget: int | None = None, beside=None) -> tuple[list[float], list[list[int]]]:  # noqa: ANN001
+    import msgspec
+
     from kb_search.search import MAX_CANDIDATES, hybrid_search
 
     times, tops = [], []
     for p in prepared:
+        # Hybrid without the graph leg: the question as if it named no entity.
+        question = msgspec.structs.replace(p.plan, entities=[]) if mode == GRAPHLESS else p.plan
         started = time.perf_counter()
-        result, _ = hybrid_search(conn, p.plan, p.vector, groups, 10, mode, fusion,
+        result, _ = hybrid_search(conn, question, p.vector, groups, 10,
+                                  "hybrid" if mode == GRAPHLESS else mode, fusion,
                                   max_candidates=budget or MAX_CANDIDATES,
                                   exact_scan_scale=plan.exact_scan_scale,
                                   wide_share=plan.wide_share, beside=beside)
@@ -218,8 +228,10 @@ def _plan_name(mode: str, plan: Plan, visible: int, ef: int) -> str:
     groups = "groups checked on each row" if plan == ROWS else "groups' postings intersected"
     keyword = ("every passage of the caller's holding a term" if plan == EXACT
                else f"gin, {MAX_CANDIDATES} candidates in tiers, {groups}")
-    return {"vector": vector, "keyword": keyword,
-            "hybrid": f"{vector}; {keyword}; the legs at once"}[mode]
+    graph = "the question's entities, one reference away"
+    return {"vector": vector, "keyword": keyword, "graph": graph,
+            "hybrid": f"{vector}; {keyword}; the legs at once; {graph}",
+            GRAPHLESS: f"{vector}; {keyword}; the legs at once; no graph leg"}[mode]
 
 
 def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: int,  # noqa: ANN001
@@ -238,7 +250,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
         total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         print(f"\n== {total} chunks (p50 and p95: medians over {repeats} timed passes)",
               file=out, flush=True)
-        print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<8} {'p50 ms':>7} {'p95 ms':>7} "
+        print(f"{'filter':<14} {'share':>6} {'ef':>4} {'mode':<16} {'p50 ms':>7} {'p95 ms':>7} "
               f"{'max ms':>7} {'recall@10':>9}  plan", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
             visible = _visible(conn, group)
@@ -255,7 +267,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                         conn, prepared[:recall_n], [group], plan, [MAX_CANDIDATES]
                     )[MAX_CANDIDATES]
             # The two index plans differ in the keyword leg only.
-            runs = [(mode, plan) for mode in MODES for plan in plans
+            runs = [(mode, plan) for mode in (*MODES, GRAPHLESS) for plan in plans
                     if not (mode == "vector" and plan == POSTINGS and ROWS in plans)]
             for ef in efs:
                 for c in (conn, beside):  # a hybrid search's vector leg runs beside
@@ -288,7 +300,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
                     if compare and mode == "keyword" and plan in (ROWS, POSTINGS):
                         arms.setdefault(plan, {})[share] = row["p50_ms"]
                     shown = "" if recall is None else f"{recall:.3f}"
-                    print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<8} "
+                    print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<16} "
                           f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
                           f"{shown:>9}  {row['plan']}", file=out, flush=True)
     if len(arms.get(ROWS, {})) >= 2 and len(arms.get(POSTINGS, {})) >= 2:
@@ -416,7 +428,7 @@ def main() -> None:
         searcher = Searcher(settings.embedder, Synonyms(settings.synonyms))
         with connect(url) as conn:
             searcher.follow(conn)
-        questions = load_questions(EVAL_FILE, need_expected=False)
+        questions = [q for path in EVAL_FILES for q in load_questions(path, need_expected=False)]
         prepared = [searcher.prepare(q.question) for q in questions]
         embed_ms = statistics.median(p.took_ms for p in prepared)
         print(f"{len(prepared)} questions; query embedding (excluded below): median "

@@ -48,6 +48,9 @@ _ARTICLE = re.compile(r"第(\d+)条")
 # which keeps 全部, 一部, 本部 out.
 _UNIT_KINDS = "本部|部|課|室|工場|営業所|センター"
 _UNIT = re.compile(rf"[{_C}]{{2,}}?(?:{_UNIT_KINDS})(?=長|[^{_C}]|$)")
+# 〜部 after a word of place or position names a part or a region, not a department: 内部,
+# 南東部, 先端部, 頭部.
+_PART = re.compile(r"[内外上下東西南北中前後底側頭胸腹脚背全一細端口首尾]部$")
 _ROLE = re.compile(
     rf"[{_C}]*責任者|代表取締役社長|取締役|本部長|工場長|部長|課長|室長|所長|係長|主任")
 # A sentence that points elsewhere: what it names together is a reference, not a co-mention.
@@ -109,6 +112,8 @@ def _found(line: str, default_regulation: Entity | None) -> list[tuple[int, Enti
             name = f"{regulation}第{m.group(1)}条"
             found.append((m.start(), Entity(entity_key(name), "article", name)))
     for m in _UNIT.finditer(line):
+        if _PART.search(m.group()):
+            continue
         if (named := _named(m.group(), _UNIT)) is not None:
             found.append((m.start(), Entity(entity_key(named), "unit", named)))
     for m in _ROLE.finditer(line):

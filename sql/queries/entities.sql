@@ -15,13 +15,13 @@ ORDER BY m.entity_key = %(key)s DESC, count(*) DESC, m.entity_key
 LIMIT %(limit)s;
 
 -- name: entity_mentions
--- The passages naming an entity, by document.
+-- The passages naming an entity, by document, the documents naming it most first.
 SELECT d.id, d.source_uri, d.path, d.title, c.id, c.heading, c.location, m.kind, m.name
 FROM mentions m
 JOIN chunks c ON c.id = m.chunk_id
 JOIN documents d ON d.id = c.document_id
 WHERE m.entity_key = %(key)s AND c.allowed_groups && %(groups)s::text[]
-ORDER BY d.path, c.chunk_index
+ORDER BY count(*) OVER (PARTITION BY d.id) DESC, d.path, c.chunk_index
 LIMIT %(limit)s;
 
 -- name: entity_relations

@@ -26,6 +26,7 @@ def test_documents_units_and_roles_are_named_by_their_kind():
 
 def test_a_unit_needs_two_characters_before_its_kind_and_a_pointing_word_is_dropped():
     assert keys("全部で3台、一部は本部へ") == []
+    assert keys("水琴窟内部の空洞、大陸の南東部、ポンプ先端部") == []  # parts and regions
     assert keys("当社湖西工場で") == ["湖西工場"]
     assert keys("本規程および同規程") == []
     assert keys("品質保証部長が任命する") == ["品質保証部", "部長"]
