@@ -32,7 +32,7 @@ BEGIN
             CREATE INDEX relations_target ON %1$I.relations (target_key);
             CREATE INDEX relations_chunk ON %1$I.relations (chunk_id);
             -- The entity_graph stage's output, waiting for search_index.
-            ALTER TABLE %1$I.staged_documents ADD COLUMN graph jsonb;
+            ALTER TABLE IF EXISTS %1$I.staged_documents ADD COLUMN graph jsonb;
         $sql$, gen);
     END LOOP;
     gen := 'kb_gen_' || (SELECT id FROM index_generations WHERE state = 'live');

@@ -18,7 +18,8 @@ def indexed(settings, instance, tmp_path, conn):
     (folder / "_access.toml").write_text('groups = ["all-employees"]\n')
     for name in ("a", "b"):
         sections = "\n".join(f"## 第{i}条（見出し{i}）\n\n{name}の条文{i}。\n" for i in range(1, 8))
-        (folder / f"{name}.md").write_text(f"# 規程{name}\n\n{sections}\n", encoding="utf-8")
+        title = {"a": "安全規程", "b": "衛生規程"}[name]
+        (folder / f"{name}.md").write_text(f"# {title}\n\n{sections}\n", encoding="utf-8")
     summary = ingest_paths([folder], None, settings, instance)
     assert summary.ingested == 2
     assert conn.execute("SELECT min(n) FROM (SELECT count(*) n FROM chunks GROUP BY "
@@ -103,11 +104,25 @@ def test_group_size_check_fails_on_a_size_that_drifted(indexed, conn):
     assert not run_check(checks.group_sizes_match_chunks, indexed).passed
 
 
+def test_the_graph_check_counts_the_graph_and_fails_on_a_reference_its_passage_does_not_make(
+        indexed, conn):
+    result = run_check(checks.entity_graph_is_whole, indexed)
+    assert result.passed
+    # Each passage names its 規程 (its title) and its 第N条: 安全規程, 安全規程第1条, ...
+    passages = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    assert result.metadata["mentions"].value >= 2 * passages
+    assert result.metadata["entities"].value == 2 + 2 * 7
+    conn.execute("INSERT INTO relations (source_key, target_key, kind, chunk_id) "
+                 "SELECT '安全規程', 'qc-9999', 'reference', min(id) FROM chunks")
+    broken = run_check(checks.entity_graph_is_whole, indexed)
+    assert not broken.passed and "qc-9999" in broken.metadata["examples"].value
+
+
 def test_integrity_checks_are_blocking_errors():
     blocking = {spec.name for c in checks.INDEX_CHECKS for spec in c.check_specs if spec.blocking}
     assert blocking == {
         "chunks_have_valid_embeddings", "documents_have_whole_chunk_sets",
-        "group_sizes_match_chunks", "no_orphan_documents"
+        "entity_graph_is_whole", "group_sizes_match_chunks", "no_orphan_documents"
     }
 
 

@@ -119,11 +119,28 @@ def test_kb_gaps_groups_what_no_document_answered(samples_index):
     assert kb_json(env, "gaps", "--groups", "engineering")["topics"] == []
 
 
+def test_kb_entities_show_prints_a_card_from_the_callers_passages_only(samples_index):
+    env, _, _ = samples_index
+    card = kb_json(env, "entities", "show", "ｑｃ２０３１", "--groups", "engineering")["card"]
+    assert (card["id"], card["kind"], card["name"]) == ("qc-2031", "code", "QC-2031")
+    documents = [d["path"].rsplit("/", 1)[-1] for d in card["documents"]]
+    assert documents[0] == "QC-2031_品質検査報告書.pdf"  # the document naming it most
+    assert "品質不具合・是正処置管理台帳.md" in documents
+    related = {r["name"]: r for r in card["relations"]}
+    assert "row" in related["QC-2036"]["references"]  # the register's row of QC-2036
+    assert "QC-2013" in related and "ZP-2041" in related
+    # all-employees reads none of engineering's documents: no such entity for it.
+    missing = subprocess.run(offline([KB, "entities", "show", "QC-2031", "--groups",
+                                      "all-employees"]), env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert missing.returncode == 1 and "no entity named" in missing.stderr
+
+
 def test_kb_eval_on_the_development_set_compares_modes(samples_index):
     env, _, _ = samples_index
     report = kb_json(env, "eval", str(SAMPLES.parent / "eval.jsonl"), "--mode", "all",
                      "--groups", "all-employees")
-    assert set(report["modes"]) == {"hybrid", "vector", "keyword"}
+    assert set(report["modes"]) == {"hybrid", "vector", "keyword", "graph"}
     hybrid = report["modes"]["hybrid"]
     assert hybrid["n"] >= 40 and set(hybrid["recall"]) == {"1", "5", "10"}
     # A quality floor on our development set (docs/evaluation.md has the measured figures).

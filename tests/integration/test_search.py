@@ -145,8 +145,13 @@ def test_keyword_mode_reports_no_vector_ranks_and_vector_mode_no_keyword_ranks(
     assert vector.hits and all(h.ranks.keyword is None for h in vector.hits)
 
 
+# The modes that read passages' text; the graph leg reads their entities, and is held to the
+# caller's groups in tests/integration/test_entity_graph.py (and by the property below).
+TEXT_MODES = ("hybrid", "vector", "keyword")
+
+
 def test_callers_without_a_group_see_nothing_of_its_documents(corpus, conn, searcher):
-    for mode in MODES:
+    for mode in TEXT_MODES:
         assert "給与.md" not in top_paths(conn, searcher, "給与支給日", mode=mode, k=20)
         assert top_paths(conn, searcher, "給与支給日", groups=("hr",), mode=mode)[0] == "給与.md"
     assert top_paths(conn, searcher, "給与支給日", groups=(), k=20) == []
@@ -536,7 +541,7 @@ def test_no_learned_fact_reaches_a_caller_outside_the_groups_every_corrected_doc
 def test_a_learned_fact_is_found_by_each_leg_for_its_documents_groups_only(
         corpus, learned, conn, searcher):
     configure_search_session(conn)
-    for mode in MODES:
+    for mode in TEXT_MODES:  # a learned fact names no entity the graph holds
         result, _ = searcher.search(conn, searcher.prepare("給与支給日は毎月何日", mode), ["hr"],
                                     5, mode)
         fact = next(h for h in result.hits if h.learned_fact)
