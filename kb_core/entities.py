@@ -40,7 +40,10 @@ ENTITIES_VERSION = "1"
 
 # A code in normalized text: letters, then digits, joined by dashes (zp-2041, kp-2041-03).
 CODE = re.compile(r"(?<![a-z0-9])[a-z]{1,6}(?:-[a-z0-9]+)*-?\d{2,}[a-z0-9]*(?:-[a-z0-9]+)*")
-_C = r"\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u30a1-\u30fa\u30fc"  # kanji, katakana
+# The characters of a name: kanji and katakana, without the 「・」 the keywords' content runs
+# keep (kb_core/keywords.py), which here joins names in a list (総務・人事部); a document's name
+# may hold one (組織図・部署連絡先一覧), which _DOCUMENT allows.
+_C = r"\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u30a1-\u30fa\u30fc"
 _DOCUMENT_KINDS = "規程|規定|規則|細則|要領|ガイド|マニュアル|一覧|台帳|説明書|報告書|管理表|議事録"
 _DOCUMENT = re.compile(rf"[{_C}・]*[{_C}][{_C}・]*?(?:{_DOCUMENT_KINDS})(?=第|[^{_C}]|$)")
 _ARTICLE = re.compile(r"第(\d+)条")

@@ -113,8 +113,8 @@ def entity_card(conn: psycopg.Connection, entity_id: str,
         document = documents.setdefault(
             document_id, EntityDocument(document_id, uri, path, title, []))
         document.passages.append(EntityPassage(chunk_id, heading, page, written))
-    match = next((m for m in find_entities(conn, entity_id, groups, 1) if m.id == entity_id),
-                 None)
+    # Its name and count as a lookup gives them: the exact match comes first, and exists.
+    match = find_entities(conn, entity_id, groups, 1)[0]
     related = conn.execute(query("entity_relations"), {
         "key": entity_id, "groups": groups, "limit": RELATIONS, "evidence": EVIDENCE}).fetchall()
     shown = {row[0]: RelationEvidence(*row) for row in conn.execute(
@@ -123,10 +123,8 @@ def entity_card(conn: psycopg.Connection, entity_id: str,
     relations = [EntityRelation(key, kind_, name_, passages, references,
                                 [shown[i] for i in ids if i in shown])
                  for key, kind_, name_, passages, references, ids in related]
-    kind, written = rows[0][7], rows[0][8]
-    return EntityCard(entity_id, kind, match.name if match else written,
-                      match.passages if match else len(rows), list(documents.values()),
-                      relations)
+    return EntityCard(entity_id, match.kind, match.name, match.passages,
+                      list(documents.values()), relations)
 
 
 def entities_in(conn: psycopg.Connection, text: str, groups: list[str]) -> list[EntityLink]:

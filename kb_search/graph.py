@@ -40,6 +40,7 @@ def graph_leg(conn: psycopg.Connection, entities: list[Entity], groups: list[str
     first; `readable` is how many passages the caller may read."""
     if not entities:
         return []
+    readable = max(readable, 1.0)  # group sizes that drifted low (a failed check) divide by 0
     keys = [entity.key for entity in entities]
     rows = conn.execute(query("graph_leg"), {
         "entities": keys, "groups": groups, "hub": HUB, "fanout": FANOUT}, prepare=True)

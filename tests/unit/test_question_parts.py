@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kb_search.question_parts import split_question
+from kb_search.question_parts import refers_back, split_question
 
 
 def _parts(question: str) -> list[str]:
@@ -104,3 +104,13 @@ def test_only_compared_items_may_have_their_values_compared():
     assert split_question("育児休業と介護休業では、申請の期限はどう違いますか").compares
     assert not split_question("育児休業と介護休業の申請期限は？").compares
     assert not split_question("有給休暇は何日前までに申請しますか？また、慶弔休暇は何日？").compares
+
+
+def test_a_part_that_opens_on_an_earlier_parts_subject_refers_back():
+    # The graph leg of such a part starts from what the earlier parts named
+    # (KnowledgeBase._search_parts): its answer is one reference away from them.
+    split = split_question("QC-2031の対象ロットはどの工場で製造されましたか。"
+                           "その工場の品質責任者は誰ですか")
+    assert [refers_back(p.question) for p in split.parts] == [False, True]
+    assert not refers_back("育児休業の申請期限は?")
+    assert refers_back("この規程ではマイカーの単価はいくらですか?")
