@@ -32,7 +32,8 @@ WHERE s.source_uri = ANY(%(uris)s);
 UPDATE documents SET file_mtime = %(mtime)s WHERE source_uri = %(uri)s;
 
 -- name: regroup_document
--- Documents, their chunks and the chunks' vectors change groups together, in one statement.
+-- Documents, their chunks and the chunks' vectors and mentions change groups together, in one
+-- statement.
 WITH doc AS (
     UPDATE documents SET allowed_groups = %(groups)s, access_rule = %(rule)s
     WHERE source_uri = %(uri)s
@@ -41,6 +42,9 @@ WITH doc AS (
     UPDATE chunks SET allowed_groups = %(groups)s
     WHERE document_id IN (SELECT id FROM doc)
     RETURNING id
+), mentioned AS (
+    UPDATE mentions SET allowed_groups = %(groups)s
+    WHERE chunk_id IN (SELECT id FROM passages)
 )
 UPDATE chunk_vectors SET allowed_groups = %(groups)s
 WHERE chunk_id IN (SELECT id FROM passages);

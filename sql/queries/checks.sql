@@ -51,8 +51,9 @@ WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
 LIMIT 20;
 
 -- name: broken_graph
--- References whose evidence passage does not name both their entities, and entities named
--- with two kinds, of the documents given (uris; NULL: all).
+-- References whose evidence passage does not name both their entities, entities named with
+-- two kinds, and mentions readable by other groups than their passage, of the documents given
+-- (uris; NULL: all).
 SELECT d.path, c.chunk_index, r.source_key || ' → ' || r.target_key
 FROM relations r
 JOIN chunks c ON c.id = r.chunk_id
@@ -63,12 +64,13 @@ WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
     OR NOT EXISTS (SELECT 1 FROM mentions m
                    WHERE m.chunk_id = r.chunk_id AND m.entity_key = r.target_key))
 UNION ALL
-(SELECT d.path, c.chunk_index, m.entity_key || ' (' || m.kind || ')'
+(SELECT d.path, c.chunk_index, m.entity_key || ' (' || m.kind || ', ' || m.allowed_groups::text || ')'
  FROM mentions m
  JOIN chunks c ON c.id = m.chunk_id
  JOIN documents d ON d.id = c.document_id
  WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
-   AND EXISTS (SELECT 1 FROM mentions o WHERE o.entity_key = m.entity_key AND o.kind <> m.kind))
+   AND (EXISTS (SELECT 1 FROM mentions o WHERE o.entity_key = m.entity_key AND o.kind <> m.kind)
+        OR m.allowed_groups IS DISTINCT FROM c.allowed_groups))
 LIMIT 20;
 
 -- name: graph_counts

@@ -91,6 +91,9 @@ WITH live AS (
     UPDATE chunks c SET allowed_groups = docs.allowed_groups
     FROM docs WHERE c.document_id = docs.id
     RETURNING c.id, c.allowed_groups
+), mentioned AS (
+    UPDATE mentions m SET allowed_groups = passages.allowed_groups
+    FROM passages WHERE m.chunk_id = passages.id
 )
 UPDATE chunk_vectors v SET allowed_groups = passages.allowed_groups
 FROM passages WHERE v.chunk_id = passages.id;

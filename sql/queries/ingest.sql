@@ -143,8 +143,8 @@ WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 
 -- name: insert_mentions
 -- The staged graph of the passages insert_chunks has just written (kb_core/entities.py).
-INSERT INTO mentions (entity_key, chunk_id, kind, name)
-SELECT e->>'key', c.id, e->>'kind', e->>'name'
+INSERT INTO mentions (entity_key, chunk_id, kind, name, allowed_groups)
+SELECT e->>'key', c.id, e->>'kind', e->>'name', c.allowed_groups
 FROM staged_documents s
 CROSS JOIN jsonb_array_elements(s.graph) g
 CROSS JOIN jsonb_array_elements(g->'entities') e

@@ -260,8 +260,8 @@ WITH asked AS MATERIALIZED (
     SELECT q.key AS entity_key, p.kind, p.chunk_id
     FROM unnest(%(entities)s::text[]) q (key)
     CROSS JOIN LATERAL (
-        SELECT m.kind, m.chunk_id FROM mentions m JOIN chunks c ON c.id = m.chunk_id
-        WHERE m.entity_key = q.key AND c.allowed_groups && %(groups)s::text[]
+        SELECT m.kind, m.chunk_id FROM mentions m
+        WHERE m.entity_key = q.key AND m.allowed_groups && %(groups)s::text[]
         LIMIT %(hub)s + 1
     ) p
 ), sizes AS (
@@ -292,8 +292,8 @@ WITH asked AS MATERIALIZED (
     SELECT s.source, s.target, s.strength, p.chunk_id
     FROM strongest s
     CROSS JOIN LATERAL (
-        SELECT m.chunk_id FROM mentions m JOIN chunks c ON c.id = m.chunk_id
-        WHERE m.entity_key = s.target AND c.allowed_groups && %(groups)s::text[]
+        SELECT m.chunk_id FROM mentions m
+        WHERE m.entity_key = s.target AND m.allowed_groups && %(groups)s::text[]
         LIMIT %(hub)s + 1
     ) p
 )
