@@ -1,6 +1,7 @@
 """Hybrid retrieval: the vector leg (HNSW, iterative scan) and the 2-gram keyword leg, both
 filtered by the caller's groups inside SQL, each a statement of its own (at once on two
-connections when the caller has two), fused by Reciprocal Rank Fusion (kb_search/fusion.py)."""
+connections when the caller has two), and the graph leg (kb_search/graph.py) after them, fused
+by Reciprocal Rank Fusion (kb_search/fusion.py)."""
 
 from __future__ import annotations
 
