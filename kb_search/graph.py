@@ -35,15 +35,17 @@ HOP = 0.5
 
 
 def graph_leg(conn: psycopg.Connection, entities: list[Entity], groups: list[str],
-              readable: float, limit: int) -> list[tuple[int, float]]:
+              readable: float, exact: bool, limit: int) -> list[tuple[int, float]]:
     """The caller's best `limit` passages by the question's entities, as (id, score), best
-    first; `readable` is how many passages the caller may read."""
+    first; `readable` is how many passages the caller may read, `exact` whether they are few
+    enough to be read first (the search's plan for the caller, kb_search/search.py)."""
     if not entities:
         return []
     readable = max(readable, 1.0)  # group sizes that drifted low (a failed check) divide by 0
     keys = [entity.key for entity in entities]
     rows = conn.execute(query("graph_leg"), {
-        "entities": keys, "groups": groups, "hub": HUB, "fanout": FANOUT}, prepare=True)
+        "entities": keys, "groups": groups, "hub": HUB, "fanout": FANOUT, "exact": exact},
+        prepare=True)
     named: dict[str, set[int]] = defaultdict(set)  # entity -> passages naming it (<= HUB + 1)
     also: dict[str, set[int]] = defaultdict(set)  # entity -> reached passages naming it
     hops: dict[tuple[str, str], tuple[int, set[int]]] = {}  # (entity, neighbour) -> evidence

@@ -220,7 +220,7 @@ def hybrid_search(
                 vector = _rows(conn, "vector_leg", vector_params)
             if use_keyword:
                 keyword = _rows(conn, "keyword_leg", keyword_params)
-        graph = graph_leg(conn, plan.entities, groups, total * share, LEG_LIMIT) \
+        graph = graph_leg(conn, plan.entities, groups, total * share, exact, LEG_LIMIT) \
             if use_graph else []
         chosen = fuse(vector, keyword, graph, fusion, plan.keyword_weight, k)
         shown = {row[0]: row for row in _rows(

@@ -56,12 +56,13 @@ def corpus(settings, instance, tmp_path) -> Path:
     return root
 
 
-def leg(conn, question: str, groups) -> list[tuple[int, float]]:
-    """The graph leg as a search runs it, for a caller of `groups`."""
+def leg(conn, question: str, groups, exact: bool = False) -> list[tuple[int, float]]:
+    """The graph leg as a search runs it, for a caller of `groups`, under the plan for a
+    caller of many passages or, `exact`, of few."""
     configure_search_session(conn)
-    readable = conn.execute(query("search_scope"), {
+    total, share, _ = conn.execute(query("search_scope"), {
         "groups": sorted(groups), "exact_scan_scale": 16}).fetchone()
-    return graph_leg(conn, entities_of(question), sorted(groups), readable[0] * readable[1], 50)
+    return graph_leg(conn, entities_of(question), sorted(groups), total * share, exact, 50)
 
 
 def paths(conn, hits: list[tuple[int, float]]) -> list[str]:
@@ -142,22 +143,23 @@ def full_corpus(corpus, settings, instance) -> Path:
 @hypothesis_settings(max_examples=150, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(assignment=_ASSIGNMENTS, caller=st.sets(st.sampled_from(GROUPS), min_size=1),
-       question=st.sampled_from(QUESTIONS))
+       question=st.sampled_from(QUESTIONS), exact=st.booleans())
 def test_the_graph_leg_reads_only_the_callers_passages_and_counts_only_them(
-        full_corpus, conn, assignment, caller, question):
-    """Under any groups: every passage the leg returns is the caller's, and what it returns,
-    scores included, is what it would be if the documents the caller may not read did not
-    exist (deleted in a transaction rolled back): their entities, mentions and references
-    are no evidence."""
+        full_corpus, conn, assignment, caller, question, exact):
+    """Under any groups and either plan: every passage the leg returns is the caller's, and
+    what it returns, scores included, is what it would be if the documents the caller may not
+    read did not exist (deleted in a transaction rolled back): their entities, mentions and
+    references are no evidence. Both plans return the same."""
     uris = sorted(str(p) for p in full_corpus.rglob("*.md"))
     for uri, groups in zip(uris, assignment, strict=True):
         conn.execute(query("regroup_document"),
                      {"uri": uri, "groups": sorted(groups), "rule": "test"})
     readable = {chunk_id for chunk_id, groups in conn.execute(
         "SELECT id, allowed_groups FROM chunks") if set(groups) & caller}
-    found = leg(conn, question, caller)
+    found = leg(conn, question, caller, exact)
     assert {chunk_id for chunk_id, _ in found} <= readable
+    assert leg(conn, question, caller, not exact) == found
     with conn.transaction():
         conn.execute("DELETE FROM documents WHERE NOT allowed_groups && %s", (sorted(caller),))
-        assert leg(conn, question, caller) == found
+        assert leg(conn, question, caller, exact) == found
         raise psycopg.Rollback
