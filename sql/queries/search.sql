@@ -269,12 +269,15 @@ WITH mine AS MATERIALIZED (
     SELECT q.key AS entity_key, p.kind, p.chunk_id
     FROM unnest(%(entities)s::text[]) q (key)
     CROSS JOIN LATERAL (
-        (SELECT m.kind, m.chunk_id FROM mentions m
-         WHERE NOT %(exact)s AND m.entity_key = q.key AND m.allowed_groups && %(groups)s::text[]
-         LIMIT %(hub)s + 1)
-        UNION ALL
-        (SELECT m.kind, m.chunk_id FROM mine m WHERE m.entity_key = q.key LIMIT %(hub)s + 1)
+        SELECT m.kind, m.chunk_id FROM mentions m
+        WHERE NOT %(exact)s AND m.entity_key = q.key AND m.allowed_groups && %(groups)s::text[]
+        LIMIT %(hub)s + 1
     ) p
+    UNION ALL
+    SELECT entity_key, kind, chunk_id
+    FROM (SELECT m.*, row_number() OVER (PARTITION BY m.entity_key ORDER BY m.chunk_id) AS n
+          FROM mine m WHERE m.entity_key = ANY(%(entities)s::text[])) own
+    WHERE n <= %(hub)s + 1
 ), sizes AS (
     SELECT entity_key, count(*) AS passages FROM asked GROUP BY entity_key
 ), neighbours AS (
@@ -303,13 +306,18 @@ WITH mine AS MATERIALIZED (
     SELECT s.source, s.target, s.strength, p.chunk_id
     FROM strongest s
     CROSS JOIN LATERAL (
-        (SELECT m.chunk_id FROM mentions m
-         WHERE NOT %(exact)s AND m.entity_key = s.target
-           AND m.allowed_groups && %(groups)s::text[]
-         LIMIT %(hub)s + 1)
-        UNION ALL
-        (SELECT m.chunk_id FROM mine m WHERE m.entity_key = s.target LIMIT %(hub)s + 1)
+        SELECT m.chunk_id FROM mentions m
+        WHERE NOT %(exact)s AND m.entity_key = s.target
+          AND m.allowed_groups && %(groups)s::text[]
+        LIMIT %(hub)s + 1
     ) p
+    UNION ALL
+    SELECT s.source, s.target, s.strength, own.chunk_id
+    FROM strongest s
+    JOIN (SELECT m.entity_key, m.chunk_id,
+                 row_number() OVER (PARTITION BY m.entity_key ORDER BY m.chunk_id) AS n
+          FROM mine m WHERE m.entity_key IN (SELECT target FROM strongest)) own
+      ON own.entity_key = s.target AND own.n <= %(hub)s + 1
 )
 SELECT 'named', entity_key, NULL::text, NULL::bigint, chunk_id FROM asked
 UNION ALL
