@@ -86,7 +86,7 @@ def test_kb_search_offline_prints_the_contract_json(samples_index):
     hit = result["hits"][0]
     assert {"rank", "chunk_id", "document_id", "source_uri", "path", "title", "heading", "page",
             "chunk_index", "content", "score", "ranks"} <= hit.keys()
-    assert set(hit["ranks"]) == {"vector", "keyword"}
+    assert set(hit["ranks"]) == {"vector", "keyword", "graph"}
     assert any("製品保証規定" in h["path"] for h in result["hits"][:3])
     assert all("/hr/" not in h["path"] for h in result["hits"])
 

@@ -32,7 +32,8 @@ from kb_pipeline.defs.run_logging import EVENTS_LOGGER
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process
 from kb_pipeline.runs import GENERATION_TAG, PID_TAG, partition_ranges
 
-ASSETS = ("raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "search_index")
+ASSETS = ("raw_documents", "parsed_documents", "chunks", "chunk_embeddings", "entity_graph",
+          "search_index")
 
 
 @pytest.fixture

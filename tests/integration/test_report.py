@@ -204,11 +204,11 @@ def test_kb_eval_writes_the_html_report(sample_index_url, tmp_path, monkeypatch,
 
     page = Page(out.read_text(encoding="utf-8"))
     rows = {row[0]: row[1:] for row in page.tables["retrieval-metrics"][1:]}
-    assert list(rows) == ["hybrid", "vector", "keyword"]
+    assert list(rows) == ["hybrid", "vector", "keyword", "graph"]
     assert rows["hybrid"][1] == f"{payload['modes']['hybrid']['recall']['5']:.4f}"
     # Recall@k per mode, then "not found" recall and precision as the threshold moves.
     assert page.svgs == 2
-    assert [p["class"] for p in page.polylines] == ["curve"] * 3 + ["refusal"] * 2
+    assert [p["class"] for p in page.polylines] == ["curve"] * 4 + ["refusal"] * 2
     assert "answer-metrics" in page.tables
     curve = page.tables["refusal-curve"][1:]
     assert curve[0][1] == "0.0%" and len(curve) > 1  # from the rules alone, then the model
