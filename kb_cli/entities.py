@@ -41,6 +41,10 @@ def _show(shown: _Shown) -> None:
     card = shown.card
     print(f"{card.name} ({card.kind}, id {card.id}): named in {card.passages} passages of "
           f"{len(card.documents)} documents")
+    said = next((p.description for d in card.documents for p in d.passages if p.description),
+                None)
+    if said:  # the LLM extractor's (KB_GRAPH_LLM), from a passage of the caller's
+        print(f"  {said}")
     for document in card.documents[:SHOWN]:
         headings = "、".join(p.heading or "（冒頭）" for p in document.passages[:3])
         more = f" and {len(document.passages) - 3} more" if len(document.passages) > 3 else ""
@@ -53,6 +57,8 @@ def _show(shown: _Shown) -> None:
         evidence = relation.evidence[0]
         print(f"  {relation.name} ({relation.kind}) · {relation.passages} passages{how} · "
               f"e.g. {evidence.path} {evidence.heading}".rstrip())
+        if relation.descriptions:
+            print(f"    {relation.descriptions[0]}")
     _more(len(card.relations), "related entities")
     if shown.others:
         print("also: " + "、".join(m.name for m in shown.others[:SHOWN]))

@@ -71,14 +71,16 @@ _THIS = re.compile(rf"^本(?:{_DOCUMENT_KINDS}|{_UNIT_KINDS})$")
 
 class Entity(msgspec.Struct, frozen=True):
     key: str  # the normalised name: the entity's id in every generation
-    kind: str  # code, document, article, unit, role
+    kind: str  # code, document, article, unit, role; `thing` from the LLM extractor only
     name: str  # as first written
+    description: str | None = None  # what the passage says of it: the LLM extractor's only
 
 
 class Reference(msgspec.Struct, frozen=True):
     source: str  # entity keys
     target: str
-    kind: str  # row: one table row names both; reference: one referring sentence does
+    kind: str  # row: one table row names both; reference: one referring sentence does; llm
+    description: str | None = None  # the LLM extractor's, of an `llm` reference
 
 
 class PassageGraph(msgspec.Struct, frozen=True):

@@ -23,6 +23,7 @@ __all__ = [
     "DeepSettings",
     "EmbedderSettings",
     "EvalSettings",
+    "GraphLlmSettings",
     "OcrSettings",
     "RerankerSettings",
     "ServiceSettings",
@@ -97,6 +98,16 @@ VARIABLES: tuple[Variable, ...] = (
              "`extractive`, `claude` (`ANTHROPIC_API_KEY`), `openai` (`OPENAI_API_KEY`), "
              "`ollama` (`OLLAMA_HOST`)"),
     Variable("KB_LLM_TIMEOUT_S", "30", "seconds an answerer's model call may take"),
+    Variable("KB_GRAPH_LLM", "unset",
+             "the LLM entity extractor: `claude`, `openai` or `ollama` (the provider's key, "
+             "model and host as for `KB_LLM`) sends **every passage's text** to that provider "
+             "at ingestion, to add entities, relations and descriptions to the rules' graph; "
+             "unset: the rules alone. Never implied by `KB_LLM`; turning it on or changing "
+             "its model rebuilds the index ([the LLM extractor]"
+             "(knowledge-graph.md#the-llm-extractor))"),
+    Variable("KB_GRAPH_LLM_TIMEOUT_S", "60",
+             "seconds the extractor's model call for one passage may take; then that passage "
+             "keeps the rules' graph"),
     Variable("KB_MAX_FALSE_NOT_FOUND", "0.01",
              'the share of answerable questions the "not found" decision may refuse (on the '
              "development sets); higher catches more unanswerable questions"),
@@ -107,10 +118,14 @@ VARIABLES: tuple[Variable, ...] = (
              "seconds Deep mode searches parts for; then it answers with the parts it has and "
              "names the rest"),
     Variable("KB_ANTHROPIC_MODEL", "`claude-sonnet-4-5`",
-             "the Claude model answering, judging and (`KB_RERANK_LLM=anthropic`) reranking"),
+             "the Claude model answering, judging, (`KB_RERANK_LLM=anthropic`) reranking and "
+             "(`KB_GRAPH_LLM=claude`) extracting entities"),
     Variable("KB_OPENAI_MODEL", "`gpt-4o-mini`",
-             "the OpenAI model answering, judging and (`KB_RERANK_LLM=openai`) reranking"),
-    Variable("KB_OLLAMA_MODEL", "`qwen2.5:7b`", "the Ollama model answering and judging"),
+             "the OpenAI model answering, judging, (`KB_RERANK_LLM=openai`) reranking and "
+             "(`KB_GRAPH_LLM=openai`) extracting entities"),
+    Variable("KB_OLLAMA_MODEL", "`qwen2.5:7b`",
+             "the Ollama model answering, judging and (`KB_GRAPH_LLM=ollama`) extracting "
+             "entities"),
     Variable("KB_RERANKER", "`none`",
              "`none`, `cohere` (`COHERE_API_KEY`, `COHERE_BASE_URL`), `llm` (`KB_RERANK_LLM`)"),
     Variable("KB_RERANK_LLM", "`anthropic` where `ANTHROPIC_API_KEY` is set, else `openai`",
@@ -285,6 +300,49 @@ class AnswererSettings:
         return cls(
             llm=env.text("KB_LLM", cls.llm),
             timeout_s=env.number("KB_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
+            anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
+            openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
+            ollama_model=env.text("KB_OLLAMA_MODEL", cls.ollama_model),
+            ollama_host=env.text("OLLAMA_HOST", cls.ollama_host),
+            anthropic_api_key=env.text("ANTHROPIC_API_KEY"),
+            openai_api_key=env.text("OPENAI_API_KEY"),
+        )
+
+
+@dataclass(frozen=True)
+class GraphLlmSettings:
+    """The LLM entity extractor (KB_GRAPH_LLM): off unless a provider is named, and never
+    implied by KB_LLM, since it sends every passage to the provider. It reuses the answerers'
+    models, host and keys."""
+
+    PROVIDERS = ("claude", "openai", "ollama")
+
+    provider: str = ""  # "": off, the rules alone
+    timeout_s: float = 60.0
+    anthropic_model: str = AnswererSettings.anthropic_model
+    openai_model: str = AnswererSettings.openai_model
+    ollama_model: str = AnswererSettings.ollama_model
+    ollama_host: str = OLLAMA_HOST
+    anthropic_api_key: str = field(default="", repr=False)
+    openai_api_key: str = field(default="", repr=False)
+
+    @property
+    def model(self) -> str:
+        """provider/model of the extractor, as caches and the pipeline version name it; "" when
+        it is off."""
+        models = {"claude": self.anthropic_model, "openai": self.openai_model,
+                  "ollama": self.ollama_model}
+        return f"{self.provider}/{models[self.provider]}" if self.provider else ""
+
+    @classmethod
+    def read(cls, env: _Environment) -> GraphLlmSettings:
+        provider = env.text("KB_GRAPH_LLM").lower()
+        if provider and provider not in cls.PROVIDERS:
+            raise ValueError(f"KB_GRAPH_LLM must be unset or one of {', '.join(cls.PROVIDERS)}:"
+                             f" {provider!r}")
+        return cls(
+            provider=provider,
+            timeout_s=env.number("KB_GRAPH_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
             anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
             openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
             ollama_model=env.text("KB_OLLAMA_MODEL", cls.ollama_model),
@@ -489,6 +547,7 @@ class Settings:
     ocr: OcrSettings = OcrSettings()
     synonyms: Path = DEFAULT_SYNONYMS
     answerer: AnswererSettings = AnswererSettings()
+    graph_llm: GraphLlmSettings = GraphLlmSettings()
     max_false_not_found: float = 0.01
     reranker: RerankerSettings = RerankerSettings()
     deep: DeepSettings = DeepSettings()
@@ -518,6 +577,7 @@ class Settings:
             ocr=OcrSettings.read(env),
             synonyms=Path(synonyms) if synonyms else DEFAULT_SYNONYMS,
             answerer=AnswererSettings.read(env),
+            graph_llm=GraphLlmSettings.read(env),
             max_false_not_found=env.share("KB_MAX_FALSE_NOT_FOUND", cls.max_false_not_found),
             reranker=RerankerSettings.read(env),
             deep=DeepSettings.read(env),

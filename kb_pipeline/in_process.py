@@ -35,6 +35,7 @@ from kb_pipeline.definitions import make_definitions
 from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.run_logging import IN_PROCESS_LOGGING
 from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
+from kb_pipeline.graph_llm import make_graph_extractor
 from kb_pipeline.ocr import missing_engine
 from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.rebuilds import stale_keys
@@ -93,10 +94,13 @@ def ingest_paths(
 ) -> IngestSummary:
     """Ingest files and folders into the database of `settings` (its URL resolved); folders
     are planned like watched folders (deletions included). Raises IndexModelMismatchError when
-    the live index was built with another embedder, and EmbeddingPoolError when the servers of
-    KB_EMBED_URLS cannot embed for this one."""
+    the live index was built with another embedder, EmbeddingPoolError when the servers of
+    KB_EMBED_URLS cannot embed for this one, and GraphLlmConfigError when KB_GRAPH_LLM names a
+    provider without its key."""
     database_url = _database_url(settings)
     embedder = make_embedder(settings.embedder)
+    # A missing key refused here, naming it, rather than in every run's entity_graph step.
+    make_graph_extractor(settings.graph_llm)
     fail_abandoned_runs(instance)
     with connect(database_url, autocommit=True) as conn:
         # Refused before any file is registered or run launched: every run would fail on it.
@@ -104,7 +108,8 @@ def ingest_paths(
         since = conn.execute(query("database_now")).fetchone()[0]
         sweep_staging(conn, instance)
         plan, partitions = register_paths(
-            conn, instance, paths, groups, settings, pipeline_version(embedder))
+            conn, instance, paths, groups, settings,
+            pipeline_version(embedder, settings.graph_llm))
     report("files", count=len(set(plan.seen)))
     report("unchanged", count=len(plan.unchanged))
     report("deleted", count=len(plan.deleted))
@@ -174,7 +179,7 @@ def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Gene
     """`kb generation rebuild`: a new generation for the current pipeline, built, evaluated and
     (if its gates pass) published in this process, as the sensor would; the sensor leaves it
     alone meanwhile."""
-    version = pipeline_version(make_embedder(settings.embedder))
+    version = pipeline_version(make_embedder(settings.embedder), settings.graph_llm)
     keys = instance.get_dynamic_partitions(DOCUMENTS_PARTITIONS.name)
     with connect(_database_url(settings), autocommit=True) as conn:
         gen = create_generation(conn, version)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +24,18 @@ from kb_core.index_model import record_index_model
 from kb_core.keywords import KEYWORDS_VERSION, to_tsvector_literal
 from kb_core.progress import report as report_progress
 from kb_core.queries import query
-from kb_core.settings import OcrSettings
+from kb_core.settings import GraphLlmSettings, OcrSettings
 from kb_pipeline.access import AccessError, DocumentAccess, resolve_access
 from kb_pipeline.catalogue import file_checksum, file_mtime
 from kb_pipeline.chunking import CHUNKER_VERSION, Chunk, chunk_document, embedding_views
+from kb_pipeline.graph_llm import (
+    Extraction,
+    GraphExtractor,
+    cache_extractions,
+    cached_extractions,
+    graph_llm_version,
+    merge_extraction,
+)
 from kb_pipeline.ocr import AwaitingOcr, OcrError, missing_engine
 from kb_pipeline.ocr.cache import CachedPages, EnginePages
 from kb_pipeline.parsing import (
@@ -62,14 +71,20 @@ CHUNK_OVERLAP_TOKENS = 64
 # bench/views.py; part of the pipeline version, so a change re-embeds every installation once.
 VIEW_MAX_TOKENS = 128
 VIEW_OVERLAP_TOKENS = 32
+# Passages of one document sent to the LLM extractor at once: its replies take seconds each,
+# and a provider serves several at a time.
+GRAPH_LLM_CONCURRENCY = 4
 
 
-def pipeline_version(embedder: Embedder) -> str:
-    """What decides, with the file's SHA-256, whether an indexed document is current."""
+def pipeline_version(embedder: Embedder, graph_llm: GraphLlmSettings | None = None) -> str:
+    """What decides, with the file's SHA-256, whether an indexed document is current. The LLM
+    entity extractor (KB_GRAPH_LLM), where it is on, is part of it with its model and prompt:
+    turning it on rebuilds the index once, gated by its evaluation, like any pipeline change."""
+    llm = graph_llm_version(graph_llm) if graph_llm is not None else ""
     return (
         f"parser={PARSER_VERSION};chunker={CHUNKER_VERSION};"
         f"views={VIEW_MAX_TOKENS}/{VIEW_OVERLAP_TOKENS};keywords={KEYWORDS_VERSION};"
-        f"entities={ENTITIES_VERSION};embedder={embedder.name}"
+        f"entities={ENTITIES_VERSION}{f'+llm={llm}' if llm else ''};embedder={embedder.name}"
     )
 
 
@@ -353,17 +368,26 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
     return report
 
 
-def graph_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
+def graph_documents(conn: psycopg.Connection, scope: RunScope,
+                    extractor: GraphExtractor | None = None) -> StageReport:
     """entity_graph: the entities each staged passage names and the references it makes
-    (kb_core/entities.py), staged for search_index to commit with the passages."""
+    (kb_core/entities.py), with what `extractor` (KB_GRAPH_LLM) reads in it where it is on,
+    staged for search_index to commit with the passages."""
     report = StageReport()
+    if extractor is not None:  # every count shown, zero too, so a zero failure count is seen
+        for name in ("llm_extracted", "llm_cached", "llm_failed", "llm_dropped"):
+            report.add(name, 0)
     entities: set[str] = set()
-    for uri, _, _, _, chunks in conn.execute(query("staged_for_run"), _params(scope)):
+    for uri, _, _, _, chunks in conn.execute(query("staged_for_run"), _params(scope)).fetchall():
         if chunks is None:
             continue
+        read = _llm_readings(conn, extractor, uri, chunks, report) if extractor else {}
         rows = []
         for chunk in chunks:
             graph = passage_graph(chunk["text"])
+            if (extraction := read.get(chunk["sha256"])) is not None:
+                graph, dropped = merge_extraction(chunk["text"], graph, extraction)
+                report.add("llm_dropped", dropped)
             rows.append({"index": chunk["index"], **msgspec.to_builtins(graph)})
             entities.update(entity.key for entity in graph.entities)
             report.add("mentions", len(graph.entities))
@@ -373,6 +397,41 @@ def graph_documents(conn: psycopg.Connection, scope: RunScope) -> StageReport:
         report.documents += 1
     report.add("entities", len(entities))
     return report
+
+
+def _llm_readings(conn: psycopg.Connection, extractor: GraphExtractor, uri: str,
+                  chunks: list[dict], report: StageReport) -> dict[str, Extraction]:
+    """The extractor's reading of each passage of a document, by its text's SHA-256: from the
+    cache, else asked (and cached). A passage the provider fails on is left out, keeping the
+    rules' graph, and is asked again the next time it is indexed."""
+    texts = {chunk["sha256"]: chunk["text"] for chunk in chunks}
+    read = cached_extractions(conn, extractor.model, list(texts))
+    report.add("llm_cached", len(read))
+    todo = [sha for sha in texts if sha not in read]
+    with ThreadPoolExecutor(min(GRAPH_LLM_CONCURRENCY, max(len(todo), 1))) as pool:
+        replies = list(pool.map(lambda sha: _ask(extractor, texts[sha]), todo))
+    extracted = {}
+    for sha, (extraction, error) in zip(todo, replies, strict=True):
+        if extraction is None:
+            log.warning("%s: the LLM extractor (%s) failed on a passage (sha256 %s), which "
+                        "keeps the rules' graph: %s", uri, extractor.model, sha[:12], error)
+            report.add("llm_failed", 1)
+        else:
+            extracted[sha] = extraction
+    cache_extractions(conn, extractor.model, extracted)
+    report.add("llm_extracted", len(extracted))
+    return read | extracted
+
+
+def _ask(extractor: GraphExtractor, text: str) -> tuple[Extraction | None, str]:
+    """The extractor's reading of `text`, or None and why it failed."""
+    try:
+        return extractor.extract(text), ""
+    # Deliberately broad: a provider fails in ways no list anticipates (network, HTTP status,
+    # timeout, SDK validation, a reply that is no extraction), and one passage must not fail
+    # its document. The failure is counted and logged in full by the caller.
+    except Exception as exc:  # noqa: BLE001
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _sha256(text: str) -> str:

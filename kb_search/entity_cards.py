@@ -32,7 +32,7 @@ EVIDENCE = 3  # passages shown for each relation
 
 class EntityMatch(msgspec.Struct):
     id: str  # the normalised name: GET /v1/entities/{id}
-    kind: str  # code, document, article, unit, role
+    kind: str  # code, document, article, unit, role; thing (KB_GRAPH_LLM)
     name: str  # as the passages write it most often
     passages: int
     documents: int
@@ -43,6 +43,7 @@ class EntityPassage(msgspec.Struct):
     heading: str
     page: str | None
     written: str  # how this passage writes the entity's name
+    description: str | None = None  # what it says of the entity (KB_GRAPH_LLM); None: rules
 
 
 class EntityDocument(msgspec.Struct):
@@ -67,8 +68,9 @@ class EntityRelation(msgspec.Struct):
     kind: str
     name: str
     passages: int  # the caller's passages naming both
-    references: list[str]  # how those passages refer between the two: reference, row
+    references: list[str]  # how those passages refer between the two: reference, row, llm
     evidence: list[RelationEvidence]
+    descriptions: list[str] = []  # what those passages say of the relation (KB_GRAPH_LLM)
 
 
 class EntityCard(msgspec.Struct):
@@ -109,20 +111,20 @@ def entity_card(conn: psycopg.Connection, entity_id: str,
     if not rows:
         return None
     documents: dict[int, EntityDocument] = {}
-    for document_id, uri, path, title, chunk_id, heading, page, _, written in rows:
+    for document_id, uri, path, title, chunk_id, heading, page, _, written, said in rows:
         document = documents.setdefault(
             document_id, EntityDocument(document_id, uri, path, title, []))
-        document.passages.append(EntityPassage(chunk_id, heading, page, written))
+        document.passages.append(EntityPassage(chunk_id, heading, page, written, said))
     # Its name and count as a lookup gives them: the exact match comes first, and exists.
     match = find_entities(conn, entity_id, groups, 1)[0]
     related = conn.execute(query("entity_relations"), {
         "key": entity_id, "groups": groups, "limit": RELATIONS, "evidence": EVIDENCE}).fetchall()
     shown = {row[0]: RelationEvidence(*row) for row in conn.execute(
         query("entity_evidence"),
-        {"ids": [i for *_, ids in related for i in ids], "groups": groups})}
+        {"ids": [i for *_, ids, _ in related for i in ids], "groups": groups})}
     relations = [EntityRelation(key, kind_, name_, passages, references,
-                                [shown[i] for i in ids if i in shown])
-                 for key, kind_, name_, passages, references, ids in related]
+                                [shown[i] for i in ids if i in shown], said)
+                 for key, kind_, name_, passages, references, ids, said in related]
     return EntityCard(entity_id, match.kind, match.name, match.passages,
                       list(documents.values()), relations)
 

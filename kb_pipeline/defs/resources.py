@@ -17,11 +17,20 @@ from kb_core.database import connect
 from kb_core.embeddings import Embedder, embedder_for_index, make_embedder
 from kb_core.generations import use_generation
 from kb_core.learned_facts import EmbedderFor
-from kb_core.settings import AnswererSettings, EmbedderSettings, RerankerSettings, Settings, secret
+from kb_core.settings import (
+    AnswererSettings,
+    EmbedderSettings,
+    GraphLlmSettings,
+    RerankerSettings,
+    Settings,
+    secret,
+)
+from kb_pipeline.graph_llm import GraphExtractor, make_graph_extractor
 
 __all__ = [
     "AnswererResource",
     "EmbedderResource",
+    "GraphLlmResource",
     "PostgresResource",
     "RerankerResource",
     "evaluation_settings",
@@ -95,6 +104,27 @@ class AnswererResource(dg.ConfigurableResource):
         return AnswererSettings(**{name: getattr(self, name) for name in type(self).model_fields})
 
 
+class GraphLlmResource(dg.ConfigurableResource):
+    """The LLM entity extractor of the entity_graph asset (KB_GRAPH_LLM: claude, openai,
+    ollama; empty: the rules alone). It sends every passage's text to its provider."""
+
+    provider: str = GraphLlmSettings.provider
+    timeout_s: float = GraphLlmSettings.timeout_s
+    anthropic_model: str = GraphLlmSettings.anthropic_model
+    openai_model: str = GraphLlmSettings.openai_model
+    ollama_model: str = GraphLlmSettings.ollama_model
+    ollama_host: str = GraphLlmSettings.ollama_host
+    anthropic_api_key: str = ""
+    openai_api_key: str = ""
+
+    def settings(self) -> GraphLlmSettings:
+        return GraphLlmSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+
+    def get(self) -> GraphExtractor | None:
+        """The extractor, or None when it is off; raises GraphLlmConfigError without its key."""
+        return make_graph_extractor(self.settings())
+
+
 class RerankerResource(dg.ConfigurableResource):
     """The reranker the evaluation searches with (KB_RERANKER)."""
 
@@ -130,6 +160,7 @@ def resources_for(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "postgres": PostgresResource(url=settings.database_url),
         "embedder": EmbedderResource(**vars(settings.embedder)),
         "answerer": AnswererResource(**plain_and_secrets(settings.answerer, keys)),
+        "graph_llm": GraphLlmResource(**plain_and_secrets(settings.graph_llm, keys)),
         "reranker": RerankerResource(**plain_and_secrets(
             settings.reranker, keys | {"cohere_api_key": "COHERE_API_KEY"})),
     }

@@ -136,8 +136,10 @@ function entityLink(entity, text) {
 // Names of entity kinds as the card shows them.
 const ENTITY_KINDS = {
   code: "番号・型番", document: "文書", article: "条文", unit: "部署・拠点", role: "役職",
+  thing: "その他",
 };
-const REFERENCE_KINDS = { reference: "参照", row: "同じ表の行" };
+// llm: a relation the LLM extractor (KB_GRAPH_LLM) read in the passage.
+const REFERENCE_KINDS = { reference: "参照", row: "同じ表の行", llm: "AIによる抽出" };
 const SHOWN_PASSAGES = 4; // of each document on a card; the document's viewer shows the rest
 
 // An entity's card: the documents whose passages name it, each passage opening the viewer,
@@ -159,7 +161,8 @@ async function openEntity(entityId) {
       el("div", { class: "path", textContent: d.path }),
       el("ul", { class: "entity-passages" },
         ...d.passages.slice(0, SHOWN_PASSAGES).map((p) =>
-          el("li", {}, passageLink(d.document_id, p.chunk_id, whereIn(p) || "冒頭"))),
+          el("li", {}, passageLink(d.document_id, p.chunk_id, whereIn(p) || "冒頭"),
+            p.description ? el("div", { class: "meta", textContent: p.description }) : null)),
         d.passages.length > SHOWN_PASSAGES
           ? el("li", { class: "meta",
               textContent: `ほか${d.passages.length - SHOWN_PASSAGES}か所` })
@@ -172,6 +175,7 @@ async function openEntity(entityId) {
       entityLink(r, r.name),
       el("span", { class: "meta",
         textContent: ` ${ENTITY_KINDS[r.kind] || r.kind} ・ ${r.passages}か所${how ? ` ・ ${how}` : ""}` }),
+      r.descriptions.length ? el("div", { class: "meta", textContent: r.descriptions[0] }) : null,
       evidence ? el("div", { class: "meta" }, "例：",
         passageLink(evidence.document_id, evidence.chunk_id,
           `${evidence.title}${evidence.heading ? ` ＞ ${evidence.heading}` : ""}`)) : null);

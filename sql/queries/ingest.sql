@@ -33,6 +33,21 @@ WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 UPDATE staged_documents SET graph = %(graph)s::jsonb
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
+-- name: cached_extractions
+-- The LLM extractor's cached readings of these passage texts (kb_pipeline/graph_llm.py).
+SELECT text_sha256, extraction FROM graph_llm_cache
+WHERE model = %(model)s AND prompt_version = %(prompt_version)s
+  AND text_sha256 = ANY(%(shas)s::text[]);
+
+-- name: cache_extractions
+-- A reading another run cached meanwhile stays (same model, prompt and text). In key order, so
+-- two runs caching overlapping passages do not deadlock.
+INSERT INTO graph_llm_cache (model, prompt_version, text_sha256, extraction)
+SELECT %(model)s, %(prompt_version)s, r->>'sha256', r->'extraction'
+FROM jsonb_array_elements(%(rows)s::jsonb) r
+ORDER BY r->>'sha256'
+ON CONFLICT DO NOTHING;
+
 -- name: texts_to_embed
 -- Embedding views of this run's chunks that the model has not embedded before.
 SELECT DISTINCT v->>'sha256' AS sha256, v->>'text' AS text
@@ -143,8 +158,8 @@ WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 
 -- name: insert_mentions
 -- The staged graph of the passages insert_chunks has just written (kb_core/entities.py).
-INSERT INTO mentions (entity_key, chunk_id, kind, name, allowed_groups)
-SELECT e->>'key', c.id, e->>'kind', e->>'name', c.allowed_groups
+INSERT INTO mentions (entity_key, chunk_id, kind, name, allowed_groups, description)
+SELECT e->>'key', c.id, e->>'kind', e->>'name', c.allowed_groups, e->>'description'
 FROM staged_documents s
 CROSS JOIN jsonb_array_elements(s.graph) g
 CROSS JOIN jsonb_array_elements(g->'entities') e
@@ -152,8 +167,8 @@ JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (g->>'index
 WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 
 -- name: insert_relations
-INSERT INTO relations (source_key, target_key, kind, chunk_id)
-SELECT r->>'source', r->>'target', r->>'kind', c.id
+INSERT INTO relations (source_key, target_key, kind, chunk_id, description)
+SELECT r->>'source', r->>'target', r->>'kind', c.id, r->>'description'
 FROM staged_documents s
 CROSS JOIN jsonb_array_elements(s.graph) g
 CROSS JOIN jsonb_array_elements(g->'references') r

@@ -84,7 +84,7 @@ SENSORS = {
     "evaluation_automation": {"retrieval_evaluation"},
 }
 SCHEDULES = {"weekly_knowledge_gaps"}
-RESOURCES = {"postgres", "embedder", "answerer", "reranker"}
+RESOURCES = {"postgres", "embedder", "answerer", "reranker", "graph_llm"}
 LOGGERS = {"python_logging"}  # named in the run config of in-process runs
 
 

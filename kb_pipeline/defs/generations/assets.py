@@ -30,6 +30,7 @@ from kb_core.generations import (
 )
 from kb_core.index_model import IndexModelMismatchError
 from kb_core.learned_facts import index_learned_facts
+from kb_core.settings import Settings
 from kb_eval.report.metadata import metrics_markdown, misses_markdown
 from kb_pipeline.defs.resources import (
     AnswererResource,
@@ -203,6 +204,6 @@ def published_generation(
         # Corrections decided since the evaluation: embedding takes no lock the switch needs.
         index_learned_facts(conn, facts_embedder_for(embedder))
     with postgres.connection() as conn:
-        retired = publish_generation(conn, gen_id, pipeline_version(embedder.get()),
-                                     current_access(conn))
+        version = pipeline_version(embedder.get(), Settings.from_env().graph_llm)
+        retired = publish_generation(conn, gen_id, version, current_access(conn))
     return dg.MaterializeResult(metadata={"generation": gen_id, "retired_generation": retired})

@@ -13,7 +13,7 @@ import dagster as dg
 
 from kb_core.generations import live_awaits_rebuild
 from kb_core.settings import Settings
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.resources import EmbedderResource, GraphLlmResource, PostgresResource
 from kb_pipeline.runs import DOCUMENTS_PARTITIONS, run_generation
 from kb_pipeline.stages import (
     RunScope,
@@ -49,7 +49,9 @@ def _scope(context: dg.AssetExecutionContext, embedder: EmbedderResource) -> Run
     return RunScope(
         keys=list(context.partition_keys),
         run_id=context.run.run_id,
-        version=pipeline_version(embedder.get()),
+        # The LLM extractor's part of the version is read as the sensor reads it, from the
+        # configuration the run starts with (as graph_llm's resource is).
+        version=pipeline_version(embedder.get(), Settings.from_env().graph_llm),
         generation=run_generation(context.run.tags),
     )
 
@@ -123,15 +125,21 @@ def chunk_embeddings(
 
 @dg.asset(kinds={"python", "postgres"}, deps=[chunks], **_INGESTION)
 def entity_graph(
-    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource,
+    graph_llm: GraphLlmResource,
 ) -> dg.MaterializeResult:
     """The entities each passage names (codes, 規程 and their 条, departments, factories, roles)
     and the references it makes between them (a table row, 「〜による」, 関連報告書), by rule,
-    offline. search_index commits them with the passages; the graph leg of search follows
-    them one reference away."""
+    offline; with KB_GRAPH_LLM, also what a chat model reads in each passage (entities,
+    relations, descriptions), tied to what the passage shows. search_index commits them with
+    the passages; the graph leg of search follows them one reference away. Metadata with the
+    model: passages it read (llm_extracted), found in its cache (llm_cached), failed on
+    (llm_failed: those keep the rules' graph) and entities it named that the passage does not
+    (llm_dropped)."""
     scope = _scope(context, embedder)
+    extractor = graph_llm.get()
     with postgres.connection(scope.generation) as conn:
-        report = graph_documents(conn, scope)
+        report = graph_documents(conn, scope, extractor)
     return dg.MaterializeResult(metadata=report.metadata())
 
 

@@ -25,7 +25,7 @@ def scanned_pages(
     page again, and a changed page alone is read again. Metadata: pages read and found in the
     cache, pages without text, mean confidence, seconds spent reading."""
     scope = RunScope(keys=list(context.partition_keys), run_id=context.run.run_id,
-                     version=pipeline_version(embedder.get()))
+                     version=pipeline_version(embedder.get(), Settings.from_env().graph_llm))
     with postgres.connection() as conn:
         report = read_scanned_pages(conn, scope, Settings.from_env().ocr)
     return dg.MaterializeResult(metadata=report.metadata())

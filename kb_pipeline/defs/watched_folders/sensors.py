@@ -50,7 +50,7 @@ def docs_folder_sensor(
     pipeline change, also drive the rebuild of every document into a new generation and its
     evaluation."""
     settings = Settings.from_env()
-    version = pipeline_version(embedder.get())
+    version = pipeline_version(embedder.get(), settings.graph_llm)
     plan = IngestPlan()
     # A `kb ingest` killed mid-run leaves its runs unfinished and its versions staged: mark the
     # runs failed, so their files count as idle and are launched again, and drop the rows.

@@ -1,0 +1,131 @@
+"""One-shot chat completions from Claude, OpenAI or Ollama: a system prompt and a user message
+in, the model's whole reply out. The answerers (kb_search/answerers) and the pipeline's LLM
+entity extractor (kb_pipeline/graph_llm.py) build their model calls on it, so a provider's
+client, its base-URL variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, OLLAMA_HOST) and its reply
+checks are written once. A client is kept for its connections; `client` is the SDK's (or the
+httpx one), for the answerers' streaming.
+
+The SDKs report a malformed reply no better than a missing one; each `complete` raises
+MalformedReplyError (or OllamaError) for a reply not shaped like its API's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import httpx
+
+__all__ = [
+    "AnthropicChat",
+    "ChatModel",
+    "MalformedReplyError",
+    "OllamaChat",
+    "OllamaError",
+    "OpenAIChat",
+    "ollama_reply_text",
+]
+
+
+class MalformedReplyError(ValueError):
+    """The provider's reply is not shaped like one of its answers."""
+
+
+class OllamaError(RuntimeError):
+    """Ollama reported an error or sent a reply we cannot read."""
+
+
+class ChatModel(Protocol):
+    name: str  # provider/model, as logs, caches and answers name it
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        """The model's whole reply to one system prompt and user message."""
+        ...
+
+
+class AnthropicChat:
+    """Claude through the anthropic SDK (Messages API)."""
+
+    def __init__(self, api_key: str, model: str, timeout: float, max_retries: int) -> None:
+        # Deferred: the SDK takes about half a second to import, paid only by who chose it.
+        import anthropic
+
+        self.model = model
+        self.name = f"claude/{model}"
+        self.client: Any = anthropic.Anthropic(api_key=api_key, timeout=timeout,
+                                               max_retries=max_retries)
+
+    def request(self, system: str, user: str, max_tokens: int) -> dict:
+        return {"model": self.model, "max_tokens": max_tokens, "system": system,
+                "messages": [{"role": "user", "content": user}]}
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        reply = self.client.messages.create(**self.request(system, user, max_tokens))
+        blocks = getattr(reply, "content", None)
+        if not isinstance(blocks, list):
+            raise MalformedReplyError("the reply is not a Messages API message")
+        return "".join(b.text for b in blocks if getattr(b, "type", None) == "text")
+
+
+class OpenAIChat:
+    """OpenAI chat completions through the openai SDK."""
+
+    def __init__(self, api_key: str, model: str, timeout: float, max_retries: int) -> None:
+        import openai  # deferred, as anthropic above
+
+        self.model = model
+        self.name = f"openai/{model}"
+        self.client: Any = openai.OpenAI(api_key=api_key, timeout=timeout,
+                                         max_retries=max_retries)
+
+    @staticmethod
+    def messages(system: str, user: str) -> list[dict]:
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        # No temperature: reasoning models reject it, and the prompts pin their format.
+        reply = self.client.chat.completions.create(
+            model=self.model, messages=self.messages(system, user),
+            max_completion_tokens=max_tokens)
+        choices = getattr(reply, "choices", None)
+        if not choices:
+            raise MalformedReplyError("the reply is not a chat completion")
+        return choices[0].message.content or ""
+
+
+class OllamaChat:
+    """A local model through Ollama's HTTP API (POST {OLLAMA_HOST}/api/chat), over httpx. No
+    retries: Ollama runs nearby, and a failure there is not a network blip."""
+
+    def __init__(self, host: str, model: str, timeout: float) -> None:
+        # OLLAMA_HOST is often written without a scheme (127.0.0.1:11434), as Ollama allows.
+        base_url = host if "://" in host else f"http://{host}"
+        self.model = model
+        self.name = f"ollama/{model}"
+        self.client = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout)
+
+    def request(self, system: str, user: str, max_tokens: int, stream: bool) -> dict:
+        return {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "stream": stream,
+            "options": {"temperature": 0, "num_predict": max_tokens},
+        }
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        response = self.client.post("/api/chat", json=self.request(system, user, max_tokens,
+                                                                   False))
+        response.raise_for_status()
+        return ollama_reply_text(response.json())
+
+
+def ollama_reply_text(reply: object, required: bool = True) -> str:
+    """The message text of one /api/chat reply object; raises on an error or a foreign shape."""
+    if isinstance(reply, dict) and "error" in reply:
+        raise OllamaError(f"Ollama reported an error: {str(reply['error'])[:200]}")
+    message = reply.get("message") if isinstance(reply, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        if not required:
+            return ""
+        raise OllamaError(f"not an Ollama chat reply: {str(reply)[:200]!r}")
+    return content
