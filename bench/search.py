@@ -130,7 +130,8 @@ def _timed(conn, prepared, groups: list[str], mode: str, fusion, plan: Plan,  # 
     times, tops = [], []
     for p in prepared:
         # Hybrid without the graph leg: the question as if it named no entity.
-        question = msgspec.structs.replace(p.plan, entities=[]) if mode == GRAPHLESS else p.plan
+        question = msgspec.structs.replace(p.plan, entities=[], names=[]) \
+            if mode == GRAPHLESS else p.plan
         started = time.perf_counter()
         result, _ = hybrid_search(conn, question, p.vector, groups, 10,
                                   "hybrid" if mode == GRAPHLESS else mode, fusion,

@@ -32,6 +32,7 @@ __all__ = [
     "Reference",
     "entities_of",
     "entity_key",
+    "name_candidates",
     "passage_graph",
 ]
 
@@ -62,6 +63,15 @@ _REFERS = re.compile(
 _TITLE = re.compile(r"^【([^】]*)】")
 _SPACED = re.compile(rf"(?<=[{_C}])\s+(?=[{_C}])")
 _DROP = re.compile(r"[・\s]")
+# What a name is written with in a normalised question (name_candidates): kanji, kana, Latin
+# letters, digits and the dash of a code.
+_NAME_RUN = re.compile(rf"[{_C}\u3041-\u3096a-z0-9-]+")
+_WORD_EDGE = re.compile(r"[a-z0-9-]{2}")  # two characters of one Latin word or code
+_LETTER = re.compile(r"[^\W\d_]")  # a name of digits alone is a number
+# The longest name a question is searched for, and how many names at most: a question of 2,000
+# characters (KB_MAX_QUESTION_CHARS) has 30,000 substrings of up to 16.
+NAME_CHARS = 16
+CANDIDATES = 2000
 # Words before a name that point rather than name: 同規程 is the passage's own, 当社湖西工場
 # is 湖西工場, 関連報告書 is a column; what is left must still be a name. 本 points only before
 # the bare kind (本規程, 本報告書): 本社工場 is a name.
@@ -90,6 +100,27 @@ class PassageGraph(msgspec.Struct, frozen=True):
 
 def entity_key(name: str) -> str:
     return _DROP.sub("", normalize(name))
+
+
+def name_candidates(text: str) -> list[str]:
+    """Every key a name written in `text` (a question) could have: the substrings of its runs
+    of name characters, of 2 to NAME_CHARS characters with a letter among them, a word of
+    Latin letters and digits whole (zp-2041 is not in zp-20415), at most CANDIDATES of them,
+    the first first. The graph leg looks them up among the entities the rules cannot read in
+    a question: the LLM extractor's (kb_pipeline/graph_llm.py), known by name alone."""
+    found: dict[str, None] = {}
+    for run in _NAME_RUN.findall(entity_key(text)):
+        inside = {i for i in range(1, len(run)) if _WORD_EDGE.fullmatch(run[i - 1:i + 1])}
+        for start in (i for i in range(len(run)) if i not in inside):
+            for end in range(start + 2, min(start + NAME_CHARS, len(run)) + 1):
+                if end in inside:  # a word's end is not here
+                    continue
+                name = run[start:end]
+                if _LETTER.search(name):
+                    found[name] = None
+                    if len(found) == CANDIDATES:
+                        return list(found)
+    return list(found)
 
 
 def _named(name: str, rule: re.Pattern[str]) -> str | None:

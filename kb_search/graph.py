@@ -34,15 +34,19 @@ FANOUT = 40  # neighbours followed from each of the question's entities, stronge
 HOP = 0.5
 
 
-def graph_leg(conn: psycopg.Connection, entities: list[Entity], groups: list[str],
-              readable: float, exact: bool, limit: int) -> list[tuple[int, float]]:
+def graph_leg(conn: psycopg.Connection, entities: list[Entity], things: list[str],
+              groups: list[str], readable: float, exact: bool, limit: int
+              ) -> list[tuple[int, float]]:
     """The caller's best `limit` passages by the question's entities, as (id, score), best
-    first; `readable` is how many passages the caller may read, `exact` whether they are few
-    enough to be read first (the search's plan for the caller, kb_search/search.py)."""
-    if not entities:
+    first: the rules' `entities`, and `things`, the keys of those known by name alone (the LLM
+    extractor's) that the question writes (search_scope in sql/queries/search.sql finds them).
+    `readable` is how many passages the caller may read, `exact` whether they are few enough
+    to be looked up by group (the search's plan for the caller, kb_search/search.py)."""
+    keys = [entity.key for entity in entities]
+    keys += [key for key in things if key not in keys]
+    if not keys:
         return []
     readable = max(readable, 1.0)  # group sizes that drifted low (a failed check) divide by 0
-    keys = [entity.key for entity in entities]
     rows = conn.execute(query("graph_leg"), {
         "entities": keys, "groups": groups, "hub": HUB, "fanout": FANOUT, "exact": exact},
         prepare=True)
@@ -54,7 +58,7 @@ def graph_leg(conn: psycopg.Connection, entities: list[Entity], groups: list[str
             hops.setdefault((source, target), (strength, set()))[1].add(chunk_id)
         else:
             (named if how == "named" else also)[source].add(chunk_id)
-    weight = {key: math.log(1 + readable / len(named[key])) for key in keys if named[key]}
+    weight = {key: math.log(1 + readable / len(passages)) for key, passages in named.items()}
     for key, passages in named.items():
         if len(passages) > HUB:  # a hub: only its passages reached otherwise are known to count
             named[key] = also[key]

@@ -15,7 +15,7 @@ import re
 
 import msgspec
 
-from kb_core.entities import CODE, Entity, entities_of
+from kb_core.entities import CODE, Entity, entities_of, name_candidates
 from kb_core.keywords import CJK_RUN, CONTENT_RUN, bigrams, normalize
 from kb_search.synonyms import Synonyms
 
@@ -54,6 +54,7 @@ class QueryPlan(msgspec.Struct, frozen=True):
     keyword_weight: float  # the keyword leg's vote in the fusion, the vector leg's being 1
     expansions: list[str]
     entities: list[Entity]  # what the graph leg starts from (kb_core/entities.py)
+    names: list[str]  # and the entities known by name alone it looks up (name_candidates)
 
 
 def _quote(term: str) -> str:
@@ -130,4 +131,5 @@ def plan_question(question: str, synonyms: Synonyms | None = None) -> QueryPlan:
         keyword_weight=CODE_KEYWORD_WEIGHT if codes else 1.0,
         expansions=expansions,
         entities=entities_of(question),
+        names=name_candidates(question),
     )

@@ -187,9 +187,9 @@ def hybrid_search(
     terms = plan.terms
     with conn.transaction():
         conn.execute(_ONE_PLAN)
-        total, share, exact = conn.execute(
-            query("search_scope"), {"groups": groups, "exact_scan_scale": exact_scan_scale},
-            prepare=True).fetchone()
+        total, share, exact, things = conn.execute(query("search_scope"), {
+            "groups": groups, "exact_scan_scale": exact_scan_scale,
+            "names": "\x1f".join(plan.names if use_graph else [])}, prepare=True).fetchone()
         keyword_params = {
             "terms": [t.term for t in terms],
             "weights": [t.weight for t in terms],
@@ -220,8 +220,8 @@ def hybrid_search(
                 vector = _rows(conn, "vector_leg", vector_params)
             if use_keyword:
                 keyword = _rows(conn, "keyword_leg", keyword_params)
-        graph = graph_leg(conn, plan.entities, groups, total * share, exact, LEG_LIMIT) \
-            if use_graph else []
+        graph = graph_leg(conn, plan.entities, things, groups, total * share, exact,
+                          LEG_LIMIT) if use_graph else []
         chosen = fuse(vector, keyword, graph, fusion, plan.keyword_weight, k)
         shown = {row[0]: row for row in _rows(
             conn, "passages", {"ids": [f.id for f in chosen], "groups": groups})}

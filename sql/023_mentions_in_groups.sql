@@ -1,5 +1,5 @@
--- The graph leg's reads for a caller who may read few passages (sql/queries/search.sql,
--- graph_leg, the exact plan): an entity's mentions that one of the caller's groups may read,
+-- The graph leg's lookups (sql/queries/search.sql, graph_leg). For a caller who may read few
+-- passages (the exact plan): an entity's mentions that one of the caller's groups may read,
 -- found by one key per (entity, group) pair, so the index holds exactly the mentions wanted.
 -- Through the entities' index the leg passed every mention of a common entity the caller may
 -- not read; through the caller's passages, every mention of them: at 100k passages a caller of
@@ -19,6 +19,12 @@ BEGIN
     LOOP
         EXECUTE format(
             'CREATE INDEX mentions_in_groups ON %1$I.mentions USING gin (public.entity_in_groups(entity_key, allowed_groups))',
+            gen);
+        -- A question's names looked up among the entities known by name alone (the LLM
+        -- extractor's): an index of those, empty without it, so that the common entities
+        -- the rules know (zp-2041 in thousands of passages) are not passed for each name.
+        EXECUTE format(
+            'CREATE INDEX mentions_things ON %1$I.mentions (entity_key) INCLUDE (allowed_groups) WHERE kind = ''thing''',
             gen);
     END LOOP;
 END

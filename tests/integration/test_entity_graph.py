@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from kb_core.entities import entities_of
+from kb_core.entities import entities_of, name_candidates
 from kb_core.queries import query
 from kb_pipeline.in_process import ingest_paths
 from kb_search.graph import graph_leg
@@ -60,9 +60,11 @@ def leg(conn, question: str, groups, exact: bool = False) -> list[tuple[int, flo
     """The graph leg as a search runs it, for a caller of `groups`, under the plan for a
     caller of many passages or, `exact`, of few."""
     configure_search_session(conn)
-    total, share, _ = conn.execute(query("search_scope"), {
-        "groups": sorted(groups), "exact_scan_scale": 16}).fetchone()
-    return graph_leg(conn, entities_of(question), sorted(groups), total * share, exact, 50)
+    total, share, _, things = conn.execute(query("search_scope"), {
+        "groups": sorted(groups), "exact_scan_scale": 16,
+        "names": "\x1f".join(name_candidates(question))}).fetchone()
+    return graph_leg(conn, entities_of(question), things, sorted(groups), total * share, exact,
+                     50)
 
 
 def paths(conn, hits: list[tuple[int, float]]) -> list[str]:

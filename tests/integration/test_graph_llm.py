@@ -14,11 +14,14 @@ import dagster as dg
 import pytest
 
 from kb_core.embeddings import make_embedder
+from kb_core.entities import entities_of, name_candidates
 from kb_core.generations import rebuild_needed
+from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process
 from kb_pipeline.stages import pipeline_version
 from kb_search.entity_cards import entity_card
+from kb_search.graph import graph_leg
 from tests.fake_servers import fake_server
 
 CORPUS = {
@@ -115,6 +118,18 @@ def stated(conn, schema: str = "public") -> set[tuple[str, str, str]]:
                             "WHERE kind = 'llm'").fetchall())
 
 
+def leg_paths(conn, question: str, groups: list[str], names: bool = True) -> list[str]:
+    """The files of the graph leg's passages for `question`, as a search plans it, the names
+    the question writes looked up too unless not `names`."""
+    total, share, _, things = conn.execute(query("search_scope"), {
+        "groups": groups, "exact_scan_scale": 16,
+        "names": "\x1f".join(name_candidates(question) if names else [])}).fetchone()
+    found = graph_leg(conn, entities_of(question), things, groups, total * share, False, 50)
+    files = dict(conn.execute("SELECT c.id, d.path FROM chunks c "
+                              "JOIN documents d ON d.id = c.document_id"))
+    return [Path(files[chunk_id]).name for chunk_id, _ in found]
+
+
 @pytest.mark.parametrize("provider", ["claude", "openai"])
 def test_what_the_model_reads_in_a_passage_lands_with_descriptions_and_is_asked_once(
         provider, settings, instance, conn, folder, monkeypatch):
@@ -145,6 +160,13 @@ def test_what_the_model_reads_in_a_passage_lands_with_descriptions_and_is_asked_
         assert related["湖西工場"].descriptions == ["湖西工場の品質責任者を務める"]
         assert "llm" in related["湖西工場"].references
         assert entity_card(conn, "杉本 亮介", ["hr"]) is None
+
+        # A question naming what only the model knows starts the graph leg there: ギヤハウジング
+        # -> QC-2031's report -> 湖西工場 -> the chart's row, which names neither.
+        question = "ギヤハウジングの不良ロットを作った工場の品質責任者は？"
+        assert leg_paths(conn, question, GROUPS)[:1] == ["組織図.md"]
+        assert leg_paths(conn, question, GROUPS, names=False) == []  # the rules: a role alone
+        assert leg_paths(conn, question, ["hr"]) == []
 
         # A rebuild indexes every passage again, and asks the model nothing.
         gen = rebuild_in_process(settings, instance)

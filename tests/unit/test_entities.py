@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb_core.entities import entities_of, passage_graph
+from kb_core.entities import CANDIDATES, NAME_CHARS, entities_of, name_candidates, passage_graph
 
 
 def keys(text: str) -> list[str]:
@@ -60,3 +60,13 @@ def test_a_spaced_title_is_one_name_and_still_names_its_parts():
     assert "人事評価制度運用ガイド" in keys_
     assert "人事評価制度運用ガイド第3条" in keys_  # the article is the titled document's
     assert {e.key for e in passage_graph("【本社工場 検査記録】手順").entities} == {"本社工場"}
+
+
+def test_a_question_is_looked_up_by_every_name_it_could_write_a_code_whole():
+    names = name_candidates("ＺＰ‐２０４１のギヤ・ハウジングは何mm？")
+    assert {"zp-2041", "ギヤハウジング", "ギヤ", "ハウジング"} <= set(names)
+    # A code or Latin word is never cut (zp-204, p-2041, m), a number is no name.
+    assert not {"zp-204", "p-2041", "zp", "2041", "m"} & set(names)
+    assert all(2 <= len(name) <= NAME_CHARS for name in names)
+    assert len(name_candidates("品質" * 1000)) <= CANDIDATES
+    assert len(name_candidates("".join(chr(0x4E00 + i) for i in range(2000)))) == CANDIDATES
