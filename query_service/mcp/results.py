@@ -14,6 +14,8 @@ from kb_search import (
     AskResult,
     Citation,
     DocumentView,
+    EntityCard,
+    EntityMatch,
     Ranks,
     SearchHit,
     SearchResult,
@@ -26,6 +28,8 @@ __all__ = [
     "AskArguments",
     "DocumentArguments",
     "DocumentPassages",
+    "EntityArguments",
+    "EntityFound",
     "FeedbackArguments",
     "FeedbackReceipt",
     "FoundPassage",
@@ -35,6 +39,7 @@ __all__ = [
     "SearchPassages",
     "answer_of",
     "document_passages_of",
+    "entity_found",
     "object_schema",
     "passage_uri",
     "passages_of",
@@ -76,6 +81,12 @@ class DocumentArguments(msgspec.Struct, forbid_unknown_fields=True):
         description="search・ask の結果の document_id / a search hit's or citation's")]
     chunk_id: Annotated[Id, msgspec.Meta(
         description="search・ask の結果の chunk_id / a search hit's or citation's")]
+
+
+class EntityArguments(msgspec.Struct, forbid_unknown_fields=True):
+    name: Annotated[Text, msgspec.Meta(max_length=200, description=(
+        "型番・文書名・部署名など（ZP-2041、経費精算規程、品質保証部） / a code, a "
+        "document's or a department's name (ZP-2041, 経費精算規程, 品質保証部)"))]
 
 
 class FeedbackArguments(msgspec.Struct, forbid_unknown_fields=True):
@@ -159,6 +170,50 @@ class FeedbackReceipt(msgspec.Struct):
     ok: bool
 
 
+class NamedEntity(msgspec.Struct):
+    """An entity as the caller's passages name it: `id` is its normalised name."""
+
+    id: str
+    kind: str  # code, document, article, unit, role; thing (the LLM extractor's)
+    name: str
+    passages: int  # the caller's passages naming it
+
+
+class Mention(msgspec.Struct):
+    """A passage of the caller's that names the entity (read it with get_document or `uri`)."""
+
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    chunk_id: int
+    document_id: int
+    uri: str | None
+
+
+class Neighbour(msgspec.Struct):
+    """An entity named with it: `passages` of the caller's name both; `references`, how they
+    refer from one to the other (reference: 「〜による」, row: one table row, llm)."""
+
+    id: str
+    kind: str
+    name: str
+    passages: int
+    references: list[str]
+    evidence: list[Mention]
+
+
+class EntityFound(msgspec.Struct):
+    """The entities the name is or begins (`matches`), and the first one's passages and
+    neighbours (`entity`); `message` is the not-found sentence when there is none."""
+
+    matches: list[NamedEntity]
+    entity: NamedEntity | None
+    mentions: list[Mention]
+    neighbours: list[Neighbour]
+    message: str | None
+
+
 def object_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     """The JSON Schema of `struct` as an object at the top, as MCP's tool schemas must be, with
     the structs it holds under $defs."""
@@ -203,6 +258,31 @@ def document_passages_of(view: DocumentView) -> DocumentPassages:
             passage=_quoted(n, view.path, view.title, p.heading, p.page, p.ocr, p.chunk_id,
                             view.id, p.content))
             for n, p in enumerate(view.passages, start=1)])
+
+
+def entity_found(matches: list[EntityMatch], card: EntityCard | None) -> EntityFound:
+    """Names and places only: no document text, so nothing to fence (what the LLM extractor
+    says of an entity stays on the card of the HTTP door)."""
+    named = [NamedEntity(m.id, m.kind, m.name, m.passages) for m in matches]
+    if card is None:
+        return EntityFound(named, None, [], [], NOT_FOUND)
+    return EntityFound(
+        matches=named,
+        entity=NamedEntity(card.id, card.kind, card.name, card.passages),
+        mentions=[_mention(d.path, d.title, p.heading, p.page, p.chunk_id, d.document_id)
+                  for d in card.documents for p in d.passages],
+        neighbours=[Neighbour(
+            id=r.id, kind=r.kind, name=r.name, passages=r.passages, references=r.references,
+            evidence=[_mention(e.path, e.title, e.heading, e.page, e.chunk_id, e.document_id)
+                      for e in r.evidence])
+            for r in card.relations],
+        message=None)
+
+
+def _mention(path: str, title: str, heading: str, page: str | None, chunk_id: int,
+             document_id: int) -> Mention:
+    return Mention(path, title, heading, page, chunk_id, document_id,
+                   passage_uri(document_id, chunk_id))
 
 
 def _quoted_citation(citation: Citation) -> str:

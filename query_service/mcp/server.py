@@ -1,5 +1,5 @@
-"""The MCP server over a knowledge base: the tools `search`, `ask`, `get_document` and
-`feedback`, and a passage of a document as a resource, for a caller that each transport
+"""The MCP server over a knowledge base: the tools `search`, `ask`, `get_document`, `entity`
+and `feedback`, and a passage of a document as a resource, for a caller that each transport
 verifies its own way (`CallerOf`). Transport-neutral: stdio (`kb mcp`) and Streamable HTTP
 (query_service/mcp/http.py) run the same server.
 
@@ -80,6 +80,7 @@ class _KnowledgeTools:
             "ask": _Tool(results.AskArguments, results.Answer, False, self.ask),
             "get_document": _Tool(results.DocumentArguments, results.DocumentPassages, True,
                                   self.get_document),
+            "entity": _Tool(results.EntityArguments, results.EntityFound, True, self.entity),
             "feedback": _Tool(results.FeedbackArguments, results.FeedbackReceipt, False,
                               self.feedback),
         }
@@ -103,6 +104,16 @@ class _KnowledgeTools:
         if view is None:  # the same whether it does not exist or the caller may not read it
             raise ToolRefusal("no such passage of a document this caller may read")
         return results.document_passages_of(view)
+
+    async def entity(self, caller: Caller, args: results.EntityArguments) -> results.EntityFound:
+        name = _storable(args.name)
+
+        def found() -> results.EntityFound:
+            matches = self.kb.find_entities(caller, name)
+            return results.entity_found(
+                matches, self.kb.entity(caller, matches[0].id) if matches else None)
+
+        return await anyio.to_thread.run_sync(found)
 
     async def feedback(self, caller: Caller,
                        args: results.FeedbackArguments) -> results.FeedbackReceipt:

@@ -66,7 +66,7 @@ GROUPS = ["all-employees", "hr", "executives", "engineering", "qa", "nobody"]
 HOLIDAY = "年次有給休暇は何営業日前までに申請しますか"
 MIGRATION = "社内ポータルの移行日はいつですか"
 UNANSWERABLE = "ZX-9999 の保証期間は何年ですか"  # a code no document mentions
-TOOLS = {"search", "ask", "get_document", "feedback"}
+TOOLS = {"search", "ask", "get_document", "entity", "feedback"}
 
 
 @pytest.fixture
@@ -206,6 +206,20 @@ async def test_an_app_token_lists_and_calls_every_tool_over_http(http, corpus):
         assert [p["chunk_id"] for p in around["passages"] if p["cited"]] == [top["chunk_id"]]
         for p in around["passages"]:
             assert_fenced(p["passage"], top["path"])
+
+        named = await call(session, "entity", name="休暇規程")
+        assert named["entity"]["id"] == "休暇規程" and named["message"] is None
+        assert named["matches"][0]["id"] == "休暇規程"
+        mentioned = {m["path"] for m in named["mentions"]}
+        assert mentioned == {"docs/all/休暇規程.md"}
+        first = named["mentions"][0]
+        assert first["uri"] == f"kb://documents/{first['document_id']}/passages/{first['chunk_id']}"
+        assert await call(session, "entity", name="存在しない規程") == {
+            "matches": [], "entity": None, "mentions": [], "neighbours": [], "message": NOT_FOUND}
+        # 給与規程 is hr's; the portal's token sees only its own passage naming it.
+        salary = await call(session, "entity", name="給与規程")
+        assert {m["path"] for m in salary["mentions"]} == {"docs/all/お知らせ_システム移行.md"}
+        assert salary["entity"]["passages"] == 1
 
         templates = (await session.list_resource_templates()).resourceTemplates
         assert [t.uriTemplate for t in templates] == [
@@ -357,6 +371,12 @@ async def test_no_tool_ever_shows_a_caller_a_passage_outside_its_groups(
         assert all(permitted(p["path"]) for p in found["passages"]), (groups, found)
         answer = await call(session, "ask", question=question)
         assert all(permitted(c["path"]) for c in answer["citations"]), (groups, answer)
+        for name in ("休暇規程", "給与規程", "QC-2031"):
+            named = await call(session, "entity", name=name)
+            places = [*named["mentions"],
+                      *(e for n in named["neighbours"] for e in n["evidence"])]
+            assert all(permitted(m["path"]) for m in places), (groups, named)
+            assert (named["entity"] is None) == (not places), (groups, named)
         document_id, chunk_id = corpus.chunks[opened % len(corpus.chunks)]
         result = await session.call_tool("get_document", {"document_id": document_id,
                                                           "chunk_id": chunk_id})
