@@ -32,6 +32,7 @@ __all__ = [
     "Reference",
     "entities_of",
     "entity_key",
+    "could_name",
     "name_candidates",
     "passage_graph",
 ]
@@ -67,7 +68,7 @@ _DROP = re.compile(r"[・\s]")
 # letters, digits and the dash of a code.
 _NAME_RUN = re.compile(rf"[{_C}\u3041-\u3096a-z0-9-]+")
 _WORD_EDGE = re.compile(r"[a-z0-9-]{2}")  # two characters of one Latin word or code
-_LETTER = re.compile(r"[^\W\d_]")  # a name of digits alone is a number
+_LETTER = re.compile(r"[^\W\d_]")
 # The longest name a question is searched for, and how many names at most: a question of 2,000
 # characters (KB_MAX_QUESTION_CHARS) has 30,000 substrings of up to 16.
 NAME_CHARS = 16
@@ -102,9 +103,15 @@ def entity_key(name: str) -> str:
     return _DROP.sub("", normalize(name))
 
 
+def could_name(key: str) -> bool:
+    """Whether `key` could be an entity's: two characters at least, a letter among them (2024
+    and 5,000 are numbers, not things)."""
+    return len(key) >= 2 and _LETTER.search(key) is not None
+
+
 def name_candidates(text: str) -> list[str]:
     """Every key a name written in `text` (a question) could have: the substrings of its runs
-    of name characters, of 2 to NAME_CHARS characters with a letter among them, a word of
+    of name characters that could name one (could_name), up to NAME_CHARS long, a word of
     Latin letters and digits whole (zp-2041 is not in zp-20415), at most CANDIDATES of them,
     the first first. The graph leg looks them up among the entities the rules cannot read in
     a question: the LLM extractor's (kb_pipeline/graph_llm.py), known by name alone."""
@@ -116,7 +123,7 @@ def name_candidates(text: str) -> list[str]:
                 if end in inside:  # a word's end is not here
                     continue
                 name = run[start:end]
-                if _LETTER.search(name):
+                if could_name(name):
                     found[name] = None
                     if len(found) == CANDIDATES:
                         return list(found)

@@ -22,7 +22,14 @@ import msgspec
 import psycopg
 
 from kb_core.chat import AnthropicChat, ChatModel, OllamaChat, OpenAIChat
-from kb_core.entities import Entity, PassageGraph, Reference, entities_of, entity_key
+from kb_core.entities import (
+    Entity,
+    PassageGraph,
+    Reference,
+    could_name,
+    entities_of,
+    entity_key,
+)
 from kb_core.keywords import normalize
 from kb_core.queries import query
 from kb_core.settings import GraphLlmSettings
@@ -73,8 +80,6 @@ JSON オブジェクトだけを出力する:
 {"entities": [{"name": "...", "kind": "...", "description": "..."}], \
 "relations": [{"source": "...", "target": "...", "description": "..."}]}"""
 
-# A name without a letter (2024, 5,000) is a number, not a thing.
-_LETTER = re.compile(r"[^\W\d_]")
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
@@ -173,8 +178,7 @@ def merge_extraction(text: str, rules: PassageGraph, extraction: Extraction
     for said in extraction.entities:
         name = said.name.strip()
         key = entity_key(name)
-        if not (len(key) >= 2 and len(name) <= MAX_NAME_CHARS and _LETTER.search(key)
-                and _occurs(key, shown)):
+        if not (could_name(key) and len(name) <= MAX_NAME_CHARS and _occurs(key, shown)):
             dropped += 1
             continue
         description = _description(said.description)
