@@ -22,8 +22,14 @@ __all__ = [
     "OllamaChat",
     "OllamaError",
     "OpenAIChat",
+    "chat_messages",
     "ollama_reply_text",
 ]
+
+
+def chat_messages(system: str, user: str) -> list[dict]:
+    """A system prompt and a user message as OpenAI's and Ollama's chat APIs both take them."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 class MalformedReplyError(ValueError):
@@ -77,14 +83,10 @@ class OpenAIChat:
         self.client: Any = openai.OpenAI(api_key=api_key, timeout=timeout,
                                          max_retries=max_retries)
 
-    @staticmethod
-    def messages(system: str, user: str) -> list[dict]:
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
     def complete(self, system: str, user: str, max_tokens: int) -> str:
         # No temperature: reasoning models reject it, and the prompts pin their format.
         reply = self.client.chat.completions.create(
-            model=self.model, messages=self.messages(system, user),
+            model=self.model, messages=chat_messages(system, user),
             max_completion_tokens=max_tokens)
         choices = getattr(reply, "choices", None)
         if not choices:
@@ -106,7 +108,7 @@ class OllamaChat:
     def request(self, system: str, user: str, max_tokens: int, stream: bool) -> dict:
         return {
             "model": self.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "messages": chat_messages(system, user),
             "stream": stream,
             "options": {"temperature": 0, "num_predict": max_tokens},
         }

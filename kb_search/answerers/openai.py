@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kb_core.chat import OpenAIChat
+from kb_core.chat import OpenAIChat, chat_messages
 from kb_search.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer
 from kb_search.answerers.contract import AnswererConfigError
 
@@ -28,7 +28,7 @@ class OpenAIAnswerer(ChatAnswerer):
     def _stream(self, system: str, user: str) -> Iterator[str]:
         chunks = self._chat.client.chat.completions.create(
             model=self.model,
-            messages=self._chat.messages(system, user),
+            messages=chat_messages(system, user),
             max_completion_tokens=MAX_ANSWER_TOKENS,
             stream=True,
         )
