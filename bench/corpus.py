@@ -189,7 +189,8 @@ def add_synthetic_chunks(url: str, total: int, folder: Path, seed: int = 7) -> i
     Adding again to a larger total appends new documents (drawn with a seed of their own), so
     a benchmark can grow one index through several sizes.
     """
-    from kb_core.database import connect, machine_memory
+    from kb_core.database import connect
+    from kb_core.database_server import machine_memory
     from kb_core.embeddings import embedder_for_index
     from kb_core.generations import live_generation, use_generation
     from kb_core.index_model import recorded_model

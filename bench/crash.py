@@ -340,7 +340,8 @@ def main() -> None:
     seed = args.seed if args.seed is not None else random.randrange(10**6)
     rng = random.Random(seed)
 
-    from kb_core.database import connect, database_url, stop_embedded
+    from kb_core.database import connect
+    from kb_core.database_server import database_url, stop_embedded
     from kb_core.migrations import migrate
     from kb_core.settings import Settings
 

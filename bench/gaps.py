@@ -59,7 +59,7 @@ def main() -> None:
                 seconds, topics = [], 0
                 for _ in range(1 + args.repeat):
                     started = time.perf_counter()
-                    topics = len(kb.knowledge_gaps(None, 1).topics)
+                    topics = len(kb.gaps.report(None, 1).topics)
                     seconds.append(time.perf_counter() - started)
             finally:
                 with connect(settings.database_url, autocommit=True) as conn:

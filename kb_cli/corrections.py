@@ -19,15 +19,15 @@ __all__ = ["run"]
 def run(args: argparse.Namespace, settings: Settings) -> int:
     with open_knowledge_base(settings, connections=1, answers=False) as kb:
         if args.action == "list":
-            waiting = kb.corrections_to_review(None)
+            waiting = kb.corrections.to_review(None)
             emit(args, {"corrections": waiting}, lambda: _show(waiting))
             return 0
         reviewer = args.reviewer or getpass.getuser()
         try:
             if args.action == "approve":
-                kb.approve_correction(None, reviewer, args.id)
+                kb.corrections.approve(None, reviewer, args.id)
             else:
-                kb.reject_correction(None, reviewer, args.id, args.note)
+                kb.corrections.reject(None, reviewer, args.id, args.note)
         except CorrectionError as exc:
             print(exc, file=sys.stderr)
             return 1

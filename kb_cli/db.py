@@ -7,7 +7,7 @@ import json
 import sys
 
 from kb_cli.output import emit
-from kb_core.database import database_url, embedded_status, start_embedded, stop_embedded
+from kb_core.database_server import database_url, embedded_status, start_embedded, stop_embedded
 from kb_core.migrations import migrate
 from kb_core.settings import Settings
 

@@ -5,39 +5,32 @@ from __future__ import annotations
 import argparse
 
 from kb_cli.output import emit
-from kb_core.database import connect
-from kb_core.migrations import prepare_database
-from kb_core.queries import query
 from kb_core.settings import Settings
+from kb_search import open_knowledge_base
 
 __all__ = ["run_docs", "run_failures"]
 
 
 def run_docs(args: argparse.Namespace, settings: Settings) -> int:
-    with connect(prepare_database(settings).database_url) as conn:
-        cur = conn.execute(query("list_documents"))
-        names = [c.name for c in cur.description]
-        rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    with open_knowledge_base(settings, connections=1, answers=False) as kb:
+        documents = kb.operations.documents()
 
     def human() -> None:
-        for r in rows:
-            print(f"{r['path']}\t{','.join(r['allowed_groups']) or '(nobody)'}\t"
-                  f"{r['chunks']} chunks\t{r['revision_date']}\t{r['ingested_at']:%Y-%m-%d %H:%M}")
+        for d in documents:
+            print(f"{d.path}\t{','.join(d.allowed_groups) or '(nobody)'}\t"
+                  f"{d.chunks} chunks\t{d.revision_date}\t{d.ingested_at:%Y-%m-%d %H:%M}")
 
-    emit(args, {"documents": rows}, human)
+    emit(args, {"documents": documents}, human)
     return 0
 
 
 def run_failures(args: argparse.Namespace, settings: Settings) -> int:
-    with connect(prepare_database(settings).database_url) as conn:
-        rows = [
-            {"path": p, "stage": s, "error": e, "failed_at": f}
-            for p, s, e, f in conn.execute(query("open_failures"))
-        ]
+    with open_knowledge_base(settings, connections=1, answers=False) as kb:
+        failures = kb.operations.failures()
 
     def human() -> None:
-        for r in rows:
-            print(f"{r['path']}\t{r['stage']}\t{r['error']}\t{r['failed_at']:%Y-%m-%d %H:%M}")
+        for f in failures:
+            print(f"{f.path}\t{f.stage}\t{f.error}\t{f.failed_at:%Y-%m-%d %H:%M}")
 
-    emit(args, {"failures": rows}, human)
+    emit(args, {"failures": failures}, human)
     return 0

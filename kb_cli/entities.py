@@ -26,8 +26,8 @@ class _Shown(msgspec.Struct):
 def run(args: argparse.Namespace, settings: Settings) -> int:
     caller = Caller(kind="cli", subject="kb entities", groups=args.groups)
     with open_knowledge_base(settings, connections=1, answers=False) as kb:
-        matches = kb.find_entities(caller, args.name)
-        card = kb.entity(caller, matches[0].id) if matches else None
+        matches = kb.entities.find(caller, args.name)
+        card = kb.entities.card(caller, matches[0].id) if matches else None
     if card is None:
         print(f"kb entities: no entity named 「{args.name}」 in the passages of "
               f"{', '.join(args.groups)}", file=sys.stderr)

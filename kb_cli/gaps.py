@@ -21,7 +21,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     reviewer = (Caller(kind="cli", subject="kb gaps", groups=args.groups)
                 if args.groups else None)
     with open_knowledge_base(settings, connections=1, answers=False) as kb:
-        report = kb.knowledge_gaps(reviewer, args.days)
+        report = kb.gaps.report(reviewer, args.days)
     emit(args, report, lambda: _show(report))
     return 0
 

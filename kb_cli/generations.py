@@ -10,8 +10,7 @@ import sys
 import msgspec
 
 from kb_cli.progress_display import live_display
-from kb_core.database import connect
-from kb_core.generations import GenerationError, discard_generation, list_generations
+from kb_core.generations import GenerationError, discard_generation_at, list_generations_at
 from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 from kb_pipeline.dagster_home import dagster_instance
@@ -25,19 +24,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     settings = prepare_database(settings)
     if args.action == "rebuild":
         return _rebuild(args, settings)
-    with connect(settings.database_url, autocommit=True) as conn:
-        if args.action == "discard":
-            if _rebuild_running(settings, args.id):
-                print(f"generation {args.id} is still being built or evaluated",
-                      file=sys.stderr)
-                return 1
-            try:
-                discard_generation(conn, args.id, "discarded with `kb generation discard`")
-            except GenerationError as exc:
-                print(exc, file=sys.stderr)
-                return 1
-        generations = list_generations(conn)
-    _show(args, [g.as_json() for g in generations])
+    if args.action == "discard":
+        if _rebuild_running(settings, args.id):
+            print(f"generation {args.id} is still being built or evaluated", file=sys.stderr)
+            return 1
+        try:
+            discard_generation_at(settings.database_url, args.id,
+                                  "discarded with `kb generation discard`")
+        except GenerationError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    _show(args, [g.as_json() for g in list_generations_at(settings.database_url)])
     return 0
 
 

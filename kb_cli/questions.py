@@ -33,7 +33,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
         if args.queries else [args.query]
     )
     with open_knowledge_base(settings, answers=False) as kb:
-        results = [kb.search(_caller(args), q, args.k, args.mode) for q in questions]
+        results = [kb.questions.search(_caller(args), q, args.k, args.mode) for q in questions]
 
     def human() -> None:
         for result in results:
@@ -72,12 +72,12 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     show_stages = not args.json and sys.stderr.isatty()
     with open_knowledge_base(settings, connections=1) as kb:
         if show_stages:
-            for event in kb.ask_events(_caller(args), args.question, mode=args.mode):
+            for event in kb.questions.ask_events(_caller(args), args.question, mode=args.mode):
                 if isinstance(event, Stage):
                     print(_stage_line(event), file=sys.stderr)
             result = event
         else:
-            result = kb.ask(_caller(args), args.question, mode=args.mode)
+            result = kb.questions.ask(_caller(args), args.question, mode=args.mode)
 
     def human() -> None:
         print(result.answer)

@@ -19,18 +19,15 @@ from rich.table import Table
 
 from kb_cli.addresses import read_addresses
 from kb_cli.output import emit
-from kb_core.database import connect, embedded_status
-from kb_core.generations import list_generations
-from kb_core.index_model import recorded_model
-from kb_core.queries import query
+from kb_core.database_server import embedded_status
 from kb_core.settings import Settings
 from kb_pipeline.dagster_home import dagster_instance
+from kb_search import IndexCounts, IndexGeneration, open_knowledge_base
 
 __all__ = ["Status", "run"]
 
 SENSOR = "docs_folder_sensor"
 EVALUATION_ASSET = "retrieval_evaluation"
-_BUILDING = ("building", "evaluating", "passed")
 # The evaluation's figures the screen shows (the JSON has them all).
 _ON_SCREEN = ("hybrid R@5", "hybrid MRR@10", "answers cited_expected_rate",
               "answers not_found_precision", "answers not_found_recall",
@@ -42,22 +39,6 @@ class Database(msgspec.Struct):
     url: str  # without its password
     running: bool
     size_bytes: int | None = None
-
-
-class Generation(msgspec.Struct):
-    id: int
-    state: str
-    model: str | None
-    pipeline_version: str | None
-
-
-class Index(msgspec.Struct):
-    documents: int
-    chunks: int
-    failures: int  # files whose last ingest failed (`kb failures`)
-    waiting_for_ocr: int  # scans whose pages wait for the OCR step (docs/ocr.md)
-    groups: dict[str, int]  # documents each group sees
-    visible_to_nobody: int
 
 
 class Run(msgspec.Struct):
@@ -88,9 +69,9 @@ class Status(msgspec.Struct):
 
     home: str
     database: Database
-    generation: Generation | None
-    rebuild: Generation | None
-    index: Index | None
+    generation: IndexGeneration | None
+    rebuild: IndexGeneration | None
+    index: IndexCounts | None
     sensor: Sensor | None
     service: Service
     evaluation: Evaluation | None
@@ -101,9 +82,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     status = Status(home=str(settings.home), database=database, generation=None, rebuild=None,
                     index=None, sensor=None, service=_service(settings), evaluation=None)
     if url is not None:
-        with connect(url, autocommit=True) as conn:
-            _index(conn, status)
-        with dagster_instance(dataclasses.replace(settings, database_url=url)) as instance:
+        settings = dataclasses.replace(settings, database_url=url)
+        with open_knowledge_base(settings, connections=1, answers=False) as kb:
+            index = kb.operations.status()
+        status.generation, status.rebuild, status.index = (index.generation, index.rebuild,
+                                                           index.index)
+        database.size_bytes = index.size_bytes
+        with dagster_instance(settings) as instance:
             status.sensor = _sensor(instance)
             status.evaluation = _evaluation(instance)
     emit(args, status, lambda: Console().print(_table(status)))
@@ -120,11 +105,7 @@ def _database(settings: Settings) -> tuple[Database, str | None]:
     else:
         url = settings.database_url
         database = Database(embedded=False, url=_redacted(url), running=_answers(url))
-    if not database.running:
-        return database, None
-    with connect(url, autocommit=True) as conn:
-        database.size_bytes = conn.execute(query("status_counts")).fetchone()[4]
-    return database, url
+    return database, url if database.running else None
 
 
 def _answers(url: str) -> bool:
@@ -141,23 +122,6 @@ def _redacted(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def _index(conn: psycopg.Connection, status: Status) -> None:
-    generations = list_generations(conn)
-    live = next((g for g in generations if g.state == "live"), None)
-    if live is not None:
-        status.generation = Generation(live.id, live.state, recorded_model(conn),
-                                       live.pipeline_version)
-    building = next((g for g in reversed(generations) if g.state in _BUILDING), None)
-    if building is not None:
-        status.rebuild = Generation(building.id, building.state, None,
-                                    building.pipeline_version)
-    documents, chunks, failures, waiting, _ = conn.execute(query("status_counts")).fetchone()
-    groups = dict(conn.execute(query("status_groups")).fetchall())
-    status.index = Index(documents=documents, chunks=chunks, failures=failures,
-                         waiting_for_ocr=waiting, visible_to_nobody=groups.pop("", 0),
-                         groups=groups)
 
 
 def _sensor(instance: dg.DagsterInstance) -> Sensor:

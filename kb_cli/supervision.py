@@ -31,7 +31,7 @@ from typing import IO
 
 import psutil
 
-from kb_core.database import stop_embedded
+from kb_core.database_server import stop_embedded
 from kb_core.settings import Settings
 
 __all__ = ["GRACE_S", "STOP_SIGNALS", "StopSignals", "Watchdog", "stop_groups"]

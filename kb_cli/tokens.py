@@ -8,8 +8,7 @@ import sys
 
 import msgspec
 
-from kb_core.api_tokens import TokenNameTakenError, TokenStore
-from kb_core.database import connect
+from kb_core.api_tokens import TokenNameTakenError, create_token, list_tokens, revoke_token
 from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 
@@ -21,17 +20,17 @@ def _print_json(payload: object) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    with connect(prepare_database(settings).database_url) as conn:
-        if args.action == "create":
-            try:
-                token = TokenStore.create(conn, args.name, args.groups)
-            except TokenNameTakenError as exc:
-                print(f"{exc}: revoke it first or choose another name", file=sys.stderr)
-                return 1
-            return _created(args, token)
-        if args.action == "list":
-            return _listed(args, TokenStore.list(conn))
-        revoked = TokenStore.revoke(conn, args.name)
+    url = prepare_database(settings).database_url
+    if args.action == "create":
+        try:
+            token = create_token(url, args.name, args.groups)
+        except TokenNameTakenError as exc:
+            print(f"{exc}: revoke it first or choose another name", file=sys.stderr)
+            return 1
+        return _created(args, token)
+    if args.action == "list":
+        return _listed(args, list_tokens(url))
+    revoked = revoke_token(url, args.name)
     if args.json:
         _print_json({"revoked": revoked})
     print(f"revoked {args.name}" if revoked else f"no live token named {args.name!r}",

@@ -21,7 +21,7 @@ from kb_cli.addresses import forget_addresses, record_addresses
 from kb_cli.logs import LOG_FILE, narrate
 from kb_cli.supervision import STOP_SIGNALS, StopSignals, Watchdog, stop_groups
 from kb_cli.up_narration import ErrorLines, RunLines
-from kb_core.database import STOP_GRACE_S, embedded_status, stop_embedded
+from kb_core.database_server import STOP_GRACE_S, embedded_status, stop_embedded
 from kb_core.migrations import prepare_database
 from kb_core.settings import REPO_ROOT, Settings
 from kb_pipeline.dagster_home import dagster_instance

@@ -16,8 +16,7 @@ import psycopg
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
 from sqlalchemy.exc import SQLAlchemyError
 
-from kb_core.database import connect
-from kb_core.queries import query
+from kb_pipeline.runs import failures_of_runs
 
 __all__ = ["RunLines", "ErrorLines"]
 
@@ -97,8 +96,7 @@ class RunLines:
             ascending=False).records
         raw = _metadata(records[0]) if records else {}
         index = _metadata(last[0]) if last else {}
-        with connect(self._database_url, autocommit=True) as conn:
-            failures = conn.execute(query("failures_of_runs"), {"run_ids": [run_id]}).fetchall()
+        failures = list(failures_of_runs(self._database_url, [run_id]).items())
         files = raw.get("documents", 0) + raw.get("skipped", 0) + raw.get("errors", 0)
         outcome = (f"{files} file{'' if files == 1 else 's'}: {index.get('documents', 0)} indexed "
                    f"({index.get('chunks', 0)} chunks), {raw.get('skipped', 0)} unchanged, "

@@ -14,6 +14,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from kb_core.callers import Caller
+from kb_core.database import connect
 from kb_core.queries import query
 
 __all__ = [
@@ -21,8 +22,11 @@ __all__ = [
     "TOKEN_PREFIX",
     "TokenNameTakenError",
     "TokenStore",
+    "create_token",
     "hash_token",
+    "list_tokens",
     "new_token",
+    "revoke_token",
 ]
 
 TOKEN_PREFIX = "kb_"
@@ -96,3 +100,23 @@ class TokenStore:
         """Every token, revoked ones included: name, prefix, groups, dates; never the hash."""
         with conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(query("list_api_tokens")).fetchall()
+
+
+# For a door (`kb token`), which holds no connection of its own: each opens one for its call.
+
+def create_token(database_url: str, name: str, groups: Sequence[str]) -> str:
+    """TokenStore.create on a connection of its own: the new token, shown this once."""
+    with connect(database_url) as conn:
+        return TokenStore.create(conn, name, groups)
+
+
+def list_tokens(database_url: str) -> list[dict[str, Any]]:
+    """TokenStore.list on a connection of its own: every token, never a hash."""
+    with connect(database_url) as conn:
+        return TokenStore.list(conn)
+
+
+def revoke_token(database_url: str, name: str) -> bool:
+    """TokenStore.revoke on a connection of its own: False when no live token has `name`."""
+    with connect(database_url) as conn:
+        return TokenStore.revoke(conn, name)

@@ -33,10 +33,10 @@ from pathlib import Path
 
 import psycopg
 
-from kb_core.database import (
+from kb_core.database import connect
+from kb_core.database_server import (
     DAGSTER_DATABASE,
     KB_DATABASE,
-    connect,
     start_embedded,
     stop_embedded,
     url_of_database,
@@ -45,10 +45,11 @@ from kb_core.generations import list_generations
 from kb_core.index_model import recorded_model
 from kb_core.migrations import SQL_DIR, migrate, prepare_database
 from kb_core.queries import query
+from kb_core.query_log import purge_query_log
 from kb_core.settings import Settings
 
-__all__ = ["FORMAT", "BackupError", "NotEmbedded", "read_backup", "restore_backup",
-           "take_backup"]
+__all__ = ["FORMAT", "BackupError", "NotEmbedded", "read_backup", "record_rules_reread",
+           "restore_backup", "take_backup"]
 
 FORMAT = 1
 _MANIFEST = "manifest.json"
@@ -176,6 +177,12 @@ def restore_backup(settings: Settings, path: Path, maps: dict[str, str], step: S
     return summary
 
 
+def record_rules_reread(conn: psycopg.Connection) -> None:
+    """Record that every watched folder's access rules were read since the last restore: until
+    then the service refuses to answer, as a restored index may hold revoked groups."""
+    conn.execute(query("rules_reread"))
+
+
 def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Step) -> dict:
     url = start_embedded(settings)
     for database, member in _DUMPS.items():
@@ -193,7 +200,7 @@ def _restore(settings: Settings, backup: Backup, maps: dict[str, str], step: Ste
             step(f"moving {old} to {new}")
             mapped[old] = _move_folder(conn, old, new)
         days = settings.service.query_log_retention_days
-        purged = conn.execute(query("purge_query_log"), {"days": days}).rowcount
+        purged = purge_query_log(conn, days)
         conn.execute(query("record_restore"), {"taken_at": backup.manifest["taken_at"]})
         counts, schema = _counts(conn), _schema(conn)
     if maps:

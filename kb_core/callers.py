@@ -7,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Caller"]
+__all__ = ["Caller", "reviewer_groups"]
 
 
 class Caller(msgspec.Struct, frozen=True):
@@ -18,3 +18,9 @@ class Caller(msgspec.Struct, frozen=True):
     kind: Literal["token", "jwt", "cli", "dev"]
     subject: str
     groups: tuple[str, ...]
+
+
+def reviewer_groups(reviewer: Caller | None) -> list[str] | None:
+    """The groups a reviewer reads through; None for the operator at the shell (`reviewer`
+    None), who reads everything."""
+    return None if reviewer is None else list(reviewer.groups)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from kb_core.database import connect
 from kb_core.queries import query
 
 __all__ = [
@@ -34,9 +35,11 @@ __all__ = [
     "claimed",
     "create_generation",
     "discard_generation",
+    "discard_generation_at",
     "generation",
     "is_claimed",
     "list_generations",
+    "list_generations_at",
     "live_awaits_rebuild",
     "live_generation",
     "mark_round_launched",
@@ -396,3 +399,17 @@ def discard_generation(conn: psycopg.Connection, generation_id: int, note: str) 
             sql.Identifier(gen.schema, table) for table in GENERATION_TABLES)))
         set_state(conn, generation_id, "discarded", note)
     log.info("discarded index generation %d", generation_id)
+
+
+# For a door (`kb generation`), which holds no connection of its own: each opens one for its call.
+
+def list_generations_at(database_url: str) -> list[Generation]:
+    """list_generations on a connection of its own."""
+    with connect(database_url) as conn:
+        return list_generations(conn)
+
+
+def discard_generation_at(database_url: str, generation_id: int, note: str) -> None:
+    """discard_generation on a connection of its own."""
+    with connect(database_url, autocommit=True) as conn:
+        discard_generation(conn, generation_id, note)

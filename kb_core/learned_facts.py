@@ -19,6 +19,7 @@ from kb_core.queries import query
 __all__ = [
     "EmbedderFor",
     "FactCounts",
+    "corrections_changed_at",
     "fact_counts",
     "fact_row",
     "generation_embedder",
@@ -77,3 +78,9 @@ def index_learned_facts(conn: psycopg.Connection, embedder_for: EmbedderFor) -> 
 def fact_counts(conn: psycopg.Connection) -> FactCounts:
     """Corrections by status and the learned facts of the generation on the search path."""
     return FactCounts(*conn.execute(query("correction_counts")).fetchone())
+
+
+def corrections_changed_at(conn: psycopg.Connection) -> str | None:
+    """When a correction was last submitted, decided or retired, as text; None before the
+    first: what tells that the learned facts may be out of date."""
+    return conn.execute(query("corrections_changed_at")).fetchone()[0]

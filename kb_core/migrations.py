@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 
-from kb_core.database import database_url
+from kb_core.database_server import database_url
 from kb_core.settings import REPO_ROOT, Settings
 
 __all__ = ["SQL_DIR", "migrate", "pending_migrations", "prepare_database"]

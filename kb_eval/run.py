@@ -81,10 +81,10 @@ def run_question_set(
                 in_parts.append(_ask_in_parts(kb, caller, q))
             continue
         for mode in modes:
-            found[mode].append(kb.search(caller, q.question, fetch, mode).hits)
+            found[mode].append(kb.questions.search(caller, q.question, fetch, mode).hits)
             report_progress("question")
         if answers:
-            assessed.append(kb.assess(caller, q.question))
+            assessed.append(kb.questions.assess(caller, q.question))
             report_progress("question")
     for mode, results in found.items():
         hits = [[h.source_uri for h in hits] for hits in results]
@@ -97,7 +97,7 @@ def run_question_set(
             singles, [a.refused_by_rule for a in assessed], [a.answerability for a in assessed])
         cited = sorted({c.source_uri for a in answered for c in a.citations})
         report.answers = evaluate_answers(singles, answered, default_groups=groups,
-                                          document_groups=kb.document_groups(cited))
+                                          document_groups=kb.sources.document_groups(cited))
         if judge is not None:
             scored = judge_answers(judge, singles, answered)
             report.answers = msgspec.structs.replace(
@@ -121,7 +121,7 @@ def _timed_answer(kb: KnowledgeBase, caller: Caller, question: str,
                   mode: AskMode) -> tuple[AskResult, float]:
     """The answer to `question` in `mode` (not cached, not logged), and the milliseconds it took."""
     started = time.perf_counter()
-    answer = kb.assess(caller, question, mode=mode).answer
+    answer = kb.questions.assess(caller, question, mode=mode).answer
     took_ms = round((time.perf_counter() - started) * 1000, 1)
     assert answer is not None  # assessed with its answer
     report_progress("question")

@@ -5,7 +5,8 @@
     "給与規程.md" = ["hr"]             # one file of this folder, overriding `groups`
 
 The nearest folder with an access file decides; a file that no access file covers gets no
-groups (visible to nobody) unless `kb ingest --groups` gave it fallback groups.
+groups (visible to nobody) unless `kb ingest --groups` gave it fallback groups; the indexed
+documents so left are listed by `documents_without_rule`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ACCESS_FILE", "AccessError", "DocumentAccess", "resolve_access"]
+import psycopg
+
+from kb_core.queries import query
+
+__all__ = ["ACCESS_FILE", "AccessError", "DocumentAccess", "documents_without_rule",
+           "resolve_access"]
 
 ACCESS_FILE = "_access.toml"
 
@@ -84,3 +90,8 @@ def resolve_access(
     if fallback_groups:
         return DocumentAccess(tuple(sorted(set(fallback_groups))), "kb ingest --groups")
     return DocumentAccess((), None)
+
+
+def documents_without_rule(conn: psycopg.Connection) -> list[str]:
+    """The paths of the indexed documents no access rule covers, sorted: visible to nobody."""
+    return [row[0] for row in conn.execute(query("documents_without_access_rule"))]

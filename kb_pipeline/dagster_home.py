@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
-from kb_core.database import dagster_storage_url
+from kb_core.database_server import dagster_storage_url
 from kb_core.settings import Settings
 
 __all__ = ["dagster_instance", "prepare_dagster_home"]

@@ -48,6 +48,7 @@ from kb_pipeline.runs import (
     PartitionChanges,
     apply_partition_changes,
     fail_abandoned_runs,
+    failures_of_runs,
     partition_changes,
     partition_ranges,
     process_tags,
@@ -232,8 +233,8 @@ def _summarize(
     plan: IngestPlan, database_url: str, since: dt.datetime, run_ids: list[str],
     broken_runs: list[str], elsewhere: dict[str, str],
 ) -> IngestSummary:
+    failures = failures_of_runs(database_url, run_ids)
     with connect(database_url, autocommit=True) as conn:
-        failures = dict(conn.execute(query("failures_of_runs"), {"run_ids": run_ids}).fetchall())
         blank = dict(conn.execute(
             query("skipped_of"), {"uris": plan.changed + plan.known_failing}).fetchall())
         waiting = waiting_scans(conn) & set(plan.changed)

@@ -1,12 +1,15 @@
 """The index's integrity statements: what each finds wrong, named row by row. The blocking
 checks of search_index run them over the documents a run wrote; a rebuilt generation's gate runs
-them over the whole generation before it may be evaluated (kb_pipeline/defs/)."""
+them over the whole generation before it may be evaluated (kb_pipeline/defs/). The graph's check
+also reports the size of the graph it checked."""
 
+import msgspec
 import psycopg
 
 from kb_core.queries import query
 
-__all__ = ["INTEGRITY", "integrity_violations", "violations_markdown"]
+__all__ = ["INTEGRITY", "GraphSize", "graph_size", "integrity_violations", "violations",
+           "violations_markdown"]
 
 # The blocking checks' statements, with what each row they return names.
 _ROWS = {
@@ -22,9 +25,27 @@ INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks", "grou
              "broken_graph")
 
 
+class GraphSize(msgspec.Struct):
+    """The entity graph of some documents, counted."""
+
+    entities: int
+    mentions: int
+    references: int
+
+
+def violations(conn: psycopg.Connection, name: str, uris: list[str] | None = None) -> list[tuple]:
+    """The rows statement `name` finds wrong in the documents `uris` (None: the whole index)."""
+    return conn.execute(query(name), {"uris": uris}).fetchall()
+
+
 def integrity_violations(conn: psycopg.Connection) -> dict[str, list[tuple]]:
     """What the INTEGRITY statements find in the whole index `conn` reads, by statement."""
-    return {name: conn.execute(query(name), {"uris": None}).fetchall() for name in INTEGRITY}
+    return {name: violations(conn, name) for name in INTEGRITY}
+
+
+def graph_size(conn: psycopg.Connection, uris: list[str] | None = None) -> GraphSize:
+    """The entities, mentions and references of the documents `uris` (None: the whole index)."""
+    return GraphSize(*conn.execute(query("graph_counts"), {"uris": uris}).fetchone())
 
 
 def violations_markdown(name: str, rows: list[tuple]) -> str:

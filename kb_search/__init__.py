@@ -1,9 +1,20 @@
 """The engine that answers questions: planner, synonyms, hybrid search, rerankers, the
-answerability decision and the answerers with their verification. Its one face is
-`KnowledgeBase`, opened from the configuration by `open_knowledge_base`: every door imports it
-and the public types of its results from here, and nothing else of the engine (an
-import-linter contract in pyproject.toml)."""
+answerability decision and the answerers with their verification. Its one face is the root
+`KnowledgeBase`, opened from the configuration by `open_knowledge_base`, with one service per
+concern (`kb.questions`, `kb.query_log`, `kb.sources`, `kb.corrections`, `kb.entities`,
+`kb.gaps`, `kb.operations`): every door imports the root, the services' types and the public
+types of their results from here, and nothing else of the engine (an import-linter contract in
+pyproject.toml)."""
 
+from kb_search.answer_flow import (
+    ASK_MODES,
+    AnswerEvent,
+    AskMode,
+    OfferedPassage,
+    OfferedPassages,
+    Stage,
+    StagePart,
+)
 from kb_search.answerers import NOT_FOUND
 from kb_search.answerers.numbering import AnswerDelta, CitationNumber
 from kb_search.asking import AnswerPart, AskResult, Citation
@@ -13,9 +24,11 @@ from kb_search.corrections import (
     CorrectedPassage,
     CorrectionError,
     CorrectionForReview,
+    Corrections,
     UnknownCorrectionError,
 )
 from kb_search.entity_cards import (
+    Entities,
     EntityCard,
     EntityDocument,
     EntityLink,
@@ -28,26 +41,31 @@ from kb_search.gap_report import (
     GapDocument,
     GapQuestion,
     GapReport,
+    Gaps,
     GapTopic,
     StaleDocument,
     UncitedDocument,
 )
-from kb_search.knowledge_base import (
-    ASK_MODES,
-    AnswerEvent,
-    AskMode,
-    Assessment,
-    KnowledgeBase,
-    OfferedPassage,
-    OfferedPassages,
-    Stage,
-    StagePart,
-    open_knowledge_base,
-    public,
-    quoted_passage,
+from kb_search.knowledge_base import KnowledgeBase, open_knowledge_base, public, quoted_passage
+from kb_search.operations import (
+    IndexCounts,
+    IndexedDocument,
+    IndexGeneration,
+    IndexStatus,
+    OpenFailure,
+    Operations,
+    Serving,
 )
+from kb_search.query_log import QueryLog
+from kb_search.questions import Assessment, Questions
 from kb_search.search import MODES, Mode, Ranks, SearchHit, SearchResult
-from kb_search.sources import ChangedOriginalError, DocumentPassage, DocumentView, Original
+from kb_search.sources import (
+    ChangedOriginalError,
+    DocumentPassage,
+    DocumentView,
+    Original,
+    Sources,
+)
 
 __all__ = [
     "ASK_MODES",
@@ -67,8 +85,10 @@ __all__ = [
     "CorrectedPassage",
     "CorrectionError",
     "CorrectionForReview",
+    "Corrections",
     "DocumentPassage",
     "DocumentView",
+    "Entities",
     "EntityCard",
     "EntityDocument",
     "EntityLink",
@@ -79,15 +99,26 @@ __all__ = [
     "GapQuestion",
     "GapReport",
     "GapTopic",
+    "Gaps",
+    "IndexCounts",
+    "IndexGeneration",
+    "IndexStatus",
+    "IndexedDocument",
     "KnowledgeBase",
     "Mode",
     "OfferedPassage",
     "OfferedPassages",
+    "OpenFailure",
+    "Operations",
     "Original",
+    "QueryLog",
+    "Questions",
     "Ranks",
     "RelationEvidence",
     "SearchHit",
     "SearchResult",
+    "Serving",
+    "Sources",
     "Stage",
     "StagePart",
     "StaleDocument",

@@ -14,8 +14,9 @@ import datetime as dt
 
 import msgspec
 import psycopg
+from psycopg_pool import ConnectionPool
 
-from kb_core.callers import Caller
+from kb_core.callers import Caller, reviewer_groups
 from kb_core.learned_facts import EmbedderFor, fact_row, generation_embedder
 from kb_core.queries import query
 
@@ -24,6 +25,7 @@ __all__ = [
     "CorrectedPassage",
     "CorrectionError",
     "CorrectionForReview",
+    "Corrections",
     "UnknownCorrectionError",
     "approve_correction",
     "corrections_to_review",
@@ -161,3 +163,37 @@ def _locked(conn: psycopg.Connection, correction_id: int, groups: list[str] | No
     if row[0] not in allowed:
         raise CorrectionError(f"correction {correction_id} is {row[0]}")
     return row
+
+
+class Corrections:
+    """Employees' corrections of the answers they received, and their review."""
+
+    def __init__(self, pool: ConnectionPool, embedder_for: EmbedderFor) -> None:
+        self._pool = pool
+        self._embedder_for = embedder_for
+
+    def submit(self, caller: Caller, name: str, query_id: str, correction: str,
+               chunk_ids: list[int]) -> int:
+        """Record the caller's correction (signed `name`) of an answer it received, naming
+        passages of that answer it may still read; its id. CorrectionError when refused."""
+        with self._pool.connection() as conn:
+            return submit_correction(conn, caller, name, query_id, correction, chunk_ids)
+
+    def to_review(self, reviewer: Caller | None) -> list[CorrectionForReview]:
+        """Corrections awaiting a decision, oldest first: those of documents the reviewer may
+        read, or every one for the operator at the shell (`reviewer` None)."""
+        with self._pool.connection() as conn:
+            return corrections_to_review(conn, reviewer_groups(reviewer))
+
+    def approve(self, reviewer: Caller | None, name: str, correction_id: int) -> None:
+        """Make a correction a learned fact, served at once to the groups of every document it
+        corrects. UnknownCorrectionError when the reviewer may not see it."""
+        with self._pool.connection() as conn:
+            approve_correction(conn, correction_id, name, self._embedder_for,
+                               reviewer_groups(reviewer))
+
+    def reject(self, reviewer: Caller | None, name: str, correction_id: int,
+               note: str | None = None) -> None:
+        """Refuse a correction; an approved one stops being served at once."""
+        with self._pool.connection() as conn:
+            reject_correction(conn, correction_id, name, reviewer_groups(reviewer), note)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import msgspec
 import psycopg
 
+from kb_core.callers import Caller
 from kb_core.entities import entities_of, entity_key
 from kb_core.queries import query
+from kb_core.read_routing import ReadRouter
 
 __all__ = [
     "EntityCard",
@@ -18,6 +20,7 @@ __all__ = [
     "EntityMatch",
     "EntityPassage",
     "EntityRelation",
+    "Entities",
     "RelationEvidence",
     "entities_in",
     "entity_card",
@@ -138,3 +141,21 @@ def entities_in(conn: psycopg.Connection, text: str, groups: list[str]) -> list[
     known = {key for (key,) in conn.execute(
         query("entities_known"), {"keys": [e.key for e in found], "groups": groups})}
     return [EntityLink(e.key, e.name) for e in found if e.key in known]
+
+
+class Entities:
+    """The entities the caller's passages name (docs/knowledge-graph.md), read where the read
+    router sends it."""
+
+    def __init__(self, reads: ReadRouter) -> None:
+        self._reads = reads
+
+    def find(self, caller: Caller, name: str) -> list[EntityMatch]:
+        """Entities the caller's passages name whose normalised name is `name`'s (first), or
+        begins with it."""
+        return self._reads.run(lambda conn: find_entities(conn, name, list(caller.groups)))
+
+    def card(self, caller: Caller, entity_id: str) -> EntityCard | None:
+        """The card of an entity: where the caller's passages name it, by document, and what
+        they name it with; None as for an entity that does not exist."""
+        return self._reads.run(lambda conn: entity_card(conn, entity_id, list(caller.groups)))

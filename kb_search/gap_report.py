@@ -19,12 +19,16 @@ from collections import Counter
 import msgspec
 import numpy as np
 import psycopg
+from psycopg_pool import ConnectionPool
 
+from kb_core.callers import Caller, reviewer_groups
 from kb_core.embeddings.contract import Embedder
 from kb_core.queries import query
+from kb_core.read_routing import ReadRouter
 from kb_search.gaps import group_questions, threshold_for
+from kb_search.search import Searcher
 
-__all__ = ["GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument",
+__all__ = ["GapDocument", "GapQuestion", "GapReport", "GapTopic", "Gaps", "StaleDocument",
            "UncitedDocument", "gap_report"]
 
 STALE_AFTER = dt.timedelta(days=365)  # content unchanged this long, and still cited: stale
@@ -182,3 +186,21 @@ def _vectors(conn: psycopg.Connection, texts: list[str], embedder: Embedder) -> 
 def _same(question: str) -> str:
     """What two askings of one question have in common: width, case and surrounding space."""
     return unicodedata.normalize("NFKC", question).strip().casefold()
+
+
+class Gaps:
+    """The knowledge-gap report, for a reviewer or the operator."""
+
+    def __init__(self, pool: ConnectionPool, reads: ReadRouter, searcher: Searcher) -> None:
+        self._pool = pool
+        self._reads = reads
+        self._searcher = searcher
+
+    def report(self, reviewer: Caller | None, days: int = 30) -> GapReport:
+        """What the last `days` days asked that no document answered or whose answer was
+        marked unhelpful, by topic, and the documents going stale or unused: what the reviewer
+        may see of them (every question and document for the operator, `reviewer` None)."""
+        # Questions are grouped with the vectors of the index's own model.
+        embedder = self._searcher.embedder_for(self._reads.run(self._searcher.follow))
+        with self._pool.connection() as conn:
+            return gap_report(conn, reviewer_groups(reviewer), days, embedder)

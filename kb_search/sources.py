@@ -15,8 +15,11 @@ from typing import BinaryIO
 import msgspec
 import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
 
+from kb_core.callers import Caller
 from kb_core.queries import query
+from kb_core.read_routing import ReadRouter
 from kb_search.search import ReadByOcr
 
 __all__ = [
@@ -26,6 +29,7 @@ __all__ = [
     "DocumentView",
     "IndexedOriginal",
     "Original",
+    "Sources",
     "document_view",
     "indexed_original",
     "verified_copy",
@@ -143,3 +147,36 @@ def verified_copy(original: IndexedOriginal) -> Original:
         raise
     copy.seek(0)
     return Original(original.filename, size, copy)
+
+
+class Sources:
+    """The documents answers cite, as the caller may read them: metadata, passages, originals."""
+
+    def __init__(self, pool: ConnectionPool, reads: ReadRouter) -> None:
+        self._pool = pool
+        self._reads = reads
+
+    def document(self, caller: Caller, document_id: int,
+                 chunk_id: int | None = None) -> DocumentView | None:
+        """A document the caller may read and, with `chunk_id`, that passage and its
+        neighbours; None as for a document that does not exist."""
+        with self._pool.connection() as conn:
+            return document_view(conn, document_id, list(caller.groups), chunk_id)
+
+    def original(self, caller: Caller, document_id: int) -> Original | None:
+        """A copy of the original file of a document the caller may read, while it is the one
+        indexed (ChangedOriginalError otherwise); None as for a document that does not exist.
+        No connection is held while the file is read."""
+        with self._pool.connection() as conn:
+            indexed = indexed_original(conn, document_id, list(caller.groups))
+        return None if indexed is None else verified_copy(indexed)
+
+    def document_groups(self, source_uris: list[str]) -> dict[str, list[str]]:
+        """The groups each document (or learned fact) grants, by source_uri: whom an answer
+        citing it may reach. For evaluation, which checks every citation against the
+        question's groups; a caller's own reads are filtered in SQL and need none of this."""
+        def read(conn: psycopg.Connection) -> dict[str, list[str]]:
+            rows = conn.execute(query("documents_groups"), {"uris": source_uris}).fetchall()
+            return {uri: list(allowed) for uri, allowed in rows}
+
+        return self._reads.run(read)

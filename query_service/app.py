@@ -26,10 +26,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from kb_core.callers import Caller
 from kb_core.embeddings import UnknownEmbedderError
-from kb_core.index_model import recorded_model_async
-from kb_core.queries import query
 from kb_core.settings import Settings
-from kb_search import KnowledgeBase, open_knowledge_base
+from kb_search import Operations, open_knowledge_base
 from query_service.controllers import (
     CorrectionsController,
     DocumentsController,
@@ -37,10 +35,10 @@ from query_service.controllers import (
     GapsController,
     QuestionsController,
 )
-from query_service.dependencies import provide_knowledge_base
+from query_service.dependencies import provide_operations
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
 from query_service.identity import JwtSettings, JwtVerifier
-from query_service.limits import RateLimiter
+from query_service.limits import QuestionLimit, RateLimiter
 from query_service.mcp.http import McpEndpoint, bearer_identity, mcp_lifespan, mcp_mount
 from query_service.oidc import OidcProvider, purge_sign_in_attempts
 from query_service.page import page, static_files
@@ -59,6 +57,8 @@ POOL_TIMEOUT_S = 5.0  # the longest a request waits for a connection while the d
 RECONNECT_TIMEOUT_S = 1.0
 # Worker threads search and answer at once, each on a connection of the knowledge base's pools.
 SEARCH_CONNECTIONS = 8
+# The longest readiness waits for a connection on the primary.
+READY_WAIT_S = 2.0
 
 
 @get("/healthz", operation_id="healthz", tags=["health"], opt={ANY_HOST: True})
@@ -68,33 +68,31 @@ async def healthz() -> Health:
 
 
 @get("/readyz", operation_id="readyz", tags=["health"], opt={ANY_HOST: True})
-async def readyz(state: State, kb: KnowledgeBase) -> Response[Readiness]:
+async def readyz(state: State, operations: Operations) -> Response[Readiness]:
     """Ready when the database answers, questions can be embedded with the live index's model
     (which during a rebuild with a new model is not KB_EMBEDDER's), and, after a restore, the
     folder sensor has read the access rules again; each read replica's state is reported, and
     none is needed while the primary answers."""
-    replicas = await anyio.to_thread.run_sync(kb.replica_status)
+    replicas = await anyio.to_thread.run_sync(operations.replica_status)
     try:
-        async with state.identity_pool.connection(timeout=2) as conn:
-            model = await recorded_model_async(conn) or kb.configured_model
-            restored = await (await conn.execute(query("restore_awaiting_rules"))).fetchone()
+        serving = await anyio.to_thread.run_sync(operations.serving, READY_WAIT_S)
         state.database.answered()
     except (psycopg.Error, TimeoutError, OSError) as exc:
         state.database.failed()
-        body = Readiness(False, False, kb.configured_model, "unknown", f"database: {exc}",
-                         replicas)
+        body = Readiness(False, False, operations.configured_model, "unknown",
+                         f"database: {exc}", replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
-    if restored:
+    if serving.restored_at is not None:
         # A rule edited since the backup was taken must narrow its documents before anyone
         # searches them (kb restore; docs/backups.md).
-        body = Readiness(False, True, model, "ok", f"restored from a backup at {restored[0]}: "
-                         "waiting for the folder sensor to read the access rules again",
-                         replicas)
+        body = Readiness(False, True, serving.model, "ok", "restored from a backup at "
+                         f"{serving.restored_at}: waiting for the folder sensor to read the "
+                         "access rules again", replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     try:
-        embedder = kb.query_embedder(model)
+        embedder = operations.query_embedder(serving.model)
     except UnknownEmbedderError as exc:
-        body = Readiness(False, True, model, "mismatch", str(exc), replicas)
+        body = Readiness(False, True, serving.model, "mismatch", str(exc), replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     body = Readiness(True, True, embedder, "ok", replicas=replicas)
     return Response(body, status_code=HTTP_200_OK)
@@ -106,7 +104,7 @@ async def _purge_periodically(state: State, days: int) -> None:
     off) and sign-ins that can no longer finish."""
     while True:
         try:
-            purged = await asyncio.to_thread(state.knowledge_base.purge_query_log, days)
+            purged = await asyncio.to_thread(state.knowledge_base.query_log.purge, days)
             async with state.identity_pool.connection() as aconn:
                 sessions = await state.sessions.purge(aconn)
                 attempts = await purge_sign_in_attempts(aconn)
@@ -154,7 +152,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         state.document_downloads = service.document_downloads
         state.reviewer_group = service.reviewer_group
         state.rate_limiter = RateLimiter.from_settings(service)
-        state.max_question_chars = service.max_question_chars
+        state.question_limit = QuestionLimit(service.max_question_chars)
         # Opening prepares the database (migrations), which blocks: not on the event loop.
         state.knowledge_base = await anyio.to_thread.run_sync(
             partial(open_knowledge_base, settings, connections=SEARCH_CONNECTIONS,
@@ -177,7 +175,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
             bearer_identity(state.identity_pool, state.jwt, state.database),
             state.rate_limiter, max_question_chars=service.max_question_chars,
             max_body_bytes=service.max_body_bytes)
-        tasks = [asyncio.create_task(state.knowledge_base.follow_index_changes()),
+        tasks = [asyncio.create_task(state.knowledge_base.operations.follow_index_changes()),
                  asyncio.create_task(
                      _purge_periodically(state, service.query_log_retention_days))]
         try:
@@ -194,7 +192,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         route_handlers=[healthz, readyz, QuestionsController, DocumentsController,
                         EntitiesController, CorrectionsController, GapsController,
                         SignInController, page, static_files, mcp_mount],
-        dependencies={"kb": Provide(provide_knowledge_base, sync_to_thread=False)},
+        dependencies={"operations": Provide(provide_operations, sync_to_thread=False)},
         # The MCP session manager runs once the pools are open and stops before they close.
         lifespan=[lifespan, mcp_lifespan],
         allowed_hosts=_allowed_hosts(service.public_url, port if dev_user else None),

@@ -1,6 +1,6 @@
 """What a handler is given: the caller its guard verified (guards.py), the page's session, the
-name the caller signs with, the knowledge base, and the request body, decoded once with the
-types its schema states."""
+name the caller signs with, the knowledge base's service its controller uses, and the request
+body, decoded once with the types its schema states."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from litestar.openapi.spec import Reference, Schema
 from litestar.typing import FieldDefinition
 
 from kb_core.callers import Caller
-from kb_search import KnowledgeBase
+from kb_search import Corrections, Entities, Gaps, Operations, QueryLog, Questions, Sources
 from query_service.errors import ServiceError
 from query_service.sessions import WebSession
 
@@ -24,9 +24,15 @@ if TYPE_CHECKING:
 __all__ = [
     "ExactBody",
     "provide_caller",
+    "provide_corrections",
     "provide_display_name",
-    "provide_knowledge_base",
+    "provide_entities",
+    "provide_gaps",
+    "provide_operations",
+    "provide_query_log",
+    "provide_questions",
     "provide_session",
+    "provide_sources",
 ]
 
 
@@ -51,9 +57,34 @@ def provide_display_name(caller: Caller, session: WebSession | None) -> str:
         else caller.subject
 
 
-def provide_knowledge_base(state: State) -> KnowledgeBase:
-    """The engine, opened in the app's lifespan."""
-    return state.knowledge_base
+# The services of the knowledge base opened in the app's lifespan, one per concern.
+
+def provide_questions(state: State) -> Questions:
+    return state.knowledge_base.questions
+
+
+def provide_query_log(state: State) -> QueryLog:
+    return state.knowledge_base.query_log
+
+
+def provide_sources(state: State) -> Sources:
+    return state.knowledge_base.sources
+
+
+def provide_entities(state: State) -> Entities:
+    return state.knowledge_base.entities
+
+
+def provide_corrections(state: State) -> Corrections:
+    return state.knowledge_base.corrections
+
+
+def provide_gaps(state: State) -> Gaps:
+    return state.knowledge_base.gaps
+
+
+def provide_operations(state: State) -> Operations:
+    return state.knowledge_base.operations
 
 
 class ExactBody(AbstractDTO):

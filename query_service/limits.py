@@ -1,4 +1,5 @@
-"""Per-caller rate limiting: a token bucket per verified identity, in process memory."""
+"""What a caller may ask of the service: per-caller rate limiting (a token bucket per verified
+identity, in process memory) and the longest question, over HTTP and MCP alike."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 
 from kb_core.settings import ServiceSettings
-from query_service.errors import RateLimitedError
+from query_service.errors import RateLimitedError, ServiceError
 
-__all__ = ["RateLimiter"]
+__all__ = ["QuestionLimit", "QuestionTooLongError", "RateLimiter"]
 
 
 @dataclass
@@ -39,3 +40,22 @@ class RateLimiter:
                 self._buckets[caller] = (tokens, now)
                 raise RateLimitedError(math.ceil((1.0 - tokens) / rate))
             self._buckets[caller] = (tokens - 1.0, now)
+
+
+class QuestionTooLongError(ServiceError):
+    code = "question_too_long"
+
+
+@dataclass(frozen=True)
+class QuestionLimit:
+    """KB_MAX_QUESTION_CHARS: the longest question or search query a door takes (the work of
+    planning and keyword search grows with its length)."""
+
+    max_chars: int
+
+    def check(self, text: str, field: str) -> str:
+        """`text`, unless it is longer than the limit (QuestionTooLongError)."""
+        if len(text) > self.max_chars:
+            raise QuestionTooLongError(f"{field} has {len(text)} characters; the limit is "
+                                       f"{self.max_chars}")
+        return text

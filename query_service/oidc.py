@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import logging
 import secrets
 import time
@@ -15,14 +14,16 @@ import urllib.parse
 
 import httpx
 import msgspec
-import psycopg
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from kb_core.api_tokens import hash_token
 from kb_core.callers import Caller
-from kb_core.queries import query
 from kb_core.settings import ServiceSettings
+from kb_core.sign_in_attempts import (
+    ATTEMPT_VALID_S,
+    create_sign_in_attempt,
+    purge_sign_in_attempts,
+    take_sign_in_attempt,
+)
 from query_service.identity import IdentityError, JwtVerifier
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ATTEMPT_VALID_S = 600  # a sign-in must come back from the provider within ten minutes
 DISCOVERY_CACHE_S = 3600
 
 
@@ -68,12 +68,6 @@ def is_relative_target(target: str) -> bool:
         return False
     parts = urllib.parse.urlsplit(target)
     return not (parts.scheme or parts.netloc or any(ord(c) < 0x20 or c == "\\" for c in target))
-
-
-async def purge_sign_in_attempts(aconn: psycopg.AsyncConnection) -> int:
-    """Delete the sign-ins that can no longer finish; returns how many."""
-    cur = await aconn.execute(query("purge_sign_in_attempts"), {"valid_s": ATTEMPT_VALID_S})
-    return cur.rowcount
 
 
 def _pkce_challenge(verifier: str) -> str:
@@ -134,9 +128,8 @@ class OidcProvider:
             # Also here, not only in the daily purge: sign-ins need no identity, so the table
             # stays as small as ten minutes of them.
             await purge_sign_in_attempts(aconn)
-            await aconn.execute(query("create_sign_in_attempt"), {
-                "state_hash": hash_token(state), "browser_hash": hash_token(browser),
-                "nonce": nonce, "code_verifier": verifier, "return_to": return_to})
+            await create_sign_in_attempt(aconn, state=state, browser=browser, nonce=nonce,
+                                         code_verifier=verifier, return_to=return_to)
         params = {"response_type": "code", "client_id": self.client_id,
                   "redirect_uri": self.redirect_uri, "scope": "openid profile email",
                   "state": state, "nonce": nonce, "code_challenge": _pkce_challenge(verifier),
@@ -151,29 +144,26 @@ class OidcProvider:
         provider's answer to a sign-in this browser started; SignInError otherwise."""
         # Committed as the connection goes back: a state is used up even when what follows
         # fails.
-        async with pool.connection() as aconn, aconn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query("take_sign_in_attempt"),
-                              {"state_hash": hash_token(state), "valid_s": ATTEMPT_VALID_S})
-            attempt = await cur.fetchone()
+        async with pool.connection() as aconn:
+            attempt = await take_sign_in_attempt(aconn, state)
         if attempt is None:
             raise SignInError("unknown or already used sign-in state")
-        if not browser or not hmac.compare_digest(attempt["browser_hash"], hash_token(browser)):
+        if not attempt.started_by(browser):
             raise SignInError("the sign-in was started in another browser")
-        if not attempt["fresh"]:
+        if not attempt.fresh:
             raise SignInError("the sign-in took too long; start again")
-        id_token = await self._exchange(code, attempt["code_verifier"])
+        id_token = await self._exchange(code, attempt.code_verifier)
         try:
             caller, name = await self.verifier.verify_id_token_async(
-                id_token, self.client_id, attempt["nonce"])
+                id_token, self.client_id, attempt.nonce)
         except IdentityError as exc:
             raise SignInError(f"ID token refused: {exc.reason}") from None
-        return caller, name, attempt["return_to"]
+        return caller, name, attempt.return_to
 
     async def discard(self, pool: AsyncConnectionPool, state: str) -> None:
         """Use up a sign-in the provider answered with an error."""
         async with pool.connection() as aconn:
-            await aconn.execute(query("take_sign_in_attempt"),
-                                {"state_hash": hash_token(state), "valid_s": ATTEMPT_VALID_S})
+            await take_sign_in_attempt(aconn, state)
 
     async def _exchange(self, code: str, code_verifier: str) -> str:
         metadata = await self.metadata()

@@ -17,7 +17,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from bench.standby import Standby
-from kb_core.database import start_embedded
+from kb_core.database_server import start_embedded
 from kb_core.migrations import migrate
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter, Replica
@@ -34,7 +34,7 @@ def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = Path("/tmp") / f"kbt-{uuid.uuid4().hex[:8]}"
     home.mkdir()
     yield home
-    from kb_core.database import stop_embedded
+    from kb_core.database_server import stop_embedded
 
     stop_embedded(_settings(home, ()))
     shutil.rmtree(home, ignore_errors=True)

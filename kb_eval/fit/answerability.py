@@ -10,7 +10,7 @@ Each set is indexed in an installation of its own (term statistics are per index
         --set ../shared/devsets/jaquad/eval.jsonl=/tmp/kbjq:public --write
 
 Every question is put to the installation's knowledge base as `kb ask` puts it
-(`KnowledgeBase.assess`), which gives the evidence the answerability decision reads; the label
+(`kb.questions.assess`), which gives the evidence the answerability decision reads; the label
 is whether the set marks it answerable. The model is a logistic regression (L2, standardized
 features), each set weighing as the square root of its size. Figures are cross-validated: five
 folds grouped by expected document (the unanswerable questions, which name no document, dealt
@@ -79,14 +79,14 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
     started = time.perf_counter()
     with open_knowledge_base(installation(home), answers=False) as kb:
         for q in questions:
-            assessed = kb.assess(eval_caller(q, groups), q.question, answer=False)
+            assessed = kb.questions.assess(eval_caller(q, groups), q.question, answer=False)
             rows.append(assessed.features)
             refused.append(assessed.refused_by_rule)
             found.append(q.answerable and any(
                 source_matches(h.source_uri, q.expected_source or "")
                 for h in assessed.search.hits))
             documents.append(q.expected_source if q.answerable else None)
-        embedder = kb.index_model()
+        embedder = kb.operations.index_model()
     print(f"{path}: {len(questions)} questions searched in {time.perf_counter() - started:.0f} s",
           file=sys.stderr)
     collected = DevSet(set_name(path), embedder, np.array(rows, dtype=float),

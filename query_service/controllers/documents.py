@@ -18,8 +18,8 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from kb_core.callers import Caller
-from kb_search import DocumentView, KnowledgeBase, Original
-from query_service.dependencies import provide_caller
+from kb_search import DocumentView, Original, Sources
+from query_service.dependencies import provide_caller, provide_sources
 from query_service.errors import ERROR_RESPONSES, error_response, refuse_unknown_query
 from query_service.guards import requires_caller
 from query_service.schemas import BEARER, MAX_ID, Id
@@ -49,17 +49,19 @@ class DocumentsController(Controller):
     path = "/v1/documents"
     tags = ["documents"]
     guards = [requires_caller]
-    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False)}
+    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False),
+                    "sources": Provide(provide_sources, sync_to_thread=False)}
     security = [{BEARER: []}]
 
     @get("/{document_id:int}", operation_id="document", responses=RESPONSES,
          before_request=refuse_unknown_query)
-    async def document(self, document_id: Id, caller: Caller, kb: KnowledgeBase, state: State,
+    async def document(self, document_id: Id, caller: Caller, sources: Sources, state: State,
                        chunk_id: Annotated[int | None, Parameter(
                            ge=1, le=MAX_ID, schema_extra=OPTIONAL_INTEGER)] = None
                        ) -> DocumentView:
         """A document the caller may read; with `chunk_id`, that passage and its neighbours."""
-        view = _found(await anyio.to_thread.run_sync(kb.document, caller, document_id, chunk_id))
+        view = _found(await anyio.to_thread.run_sync(sources.document, caller, document_id,
+                                                      chunk_id))
         if state.document_downloads:
             view = msgspec.structs.replace(view,
                                            original_url=f"/v1/documents/{document_id}/original")
@@ -69,13 +71,13 @@ class DocumentsController(Controller):
          before_request=refuse_unknown_query,
          responses=RESPONSES | {409: error_response("The file has changed since it was indexed")},
          media_type="application/octet-stream")
-    async def original(self, document_id: Id, caller: Caller, kb: KnowledgeBase,
+    async def original(self, document_id: Id, caller: Caller, sources: Sources,
                        state: State) -> Stream:
         """The original file, as an attachment, where the operator allows downloads."""
         if not state.document_downloads:
             raise NotFoundException("downloading originals is turned off")
-        # No database connection is held while the file is read (KnowledgeBase.original).
-        return _download(_found(await anyio.to_thread.run_sync(kb.original, caller,
+        # No database connection is held while the file is read (Sources.original).
+        return _download(_found(await anyio.to_thread.run_sync(sources.original, caller,
                                                                document_id)))
 
 

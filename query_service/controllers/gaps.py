@@ -13,8 +13,8 @@ from litestar.di import Provide
 from litestar.params import Parameter
 
 from kb_core.callers import Caller
-from kb_search import GapReport, KnowledgeBase
-from query_service.dependencies import provide_caller
+from kb_search import GapReport, Gaps
+from query_service.dependencies import provide_caller, provide_gaps
 from query_service.errors import ERROR_RESPONSES, error_response, refuse_unknown_query
 from query_service.guards import requires_caller, requires_reviewer
 from query_service.schemas import BEARER
@@ -30,12 +30,13 @@ class GapsController(Controller):
     path = "/v1/gaps"
     tags = ["knowledge gaps"]
     guards = [requires_caller, requires_reviewer]
-    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False)}
+    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False),
+                    "gaps": Provide(provide_gaps, sync_to_thread=False)}
     security = [{BEARER: []}]
 
     @get("/", operation_id="knowledge_gaps", responses=RESPONSES,
          before_request=refuse_unknown_query)
-    async def report(self, caller: Caller, kb: KnowledgeBase,
+    async def report(self, caller: Caller, gaps: Gaps,
                      days: Annotated[int, Parameter(ge=1, le=366)] = 30) -> GapReport:
         """The knowledge-gap report of the last `days` days, as this reviewer may see it."""
-        return await anyio.to_thread.run_sync(kb.knowledge_gaps, caller, days)
+        return await anyio.to_thread.run_sync(gaps.report, caller, days)

@@ -21,13 +21,19 @@ from kb_search import (
     AnswerEvent,
     AskMode,
     AskResult,
-    KnowledgeBase,
     OfferedPassages,
+    QueryLog,
+    Questions,
     SearchResult,
     Stage,
     public,
 )
-from query_service.dependencies import ExactBody, provide_caller
+from query_service.dependencies import (
+    ExactBody,
+    provide_caller,
+    provide_query_log,
+    provide_questions,
+)
 from query_service.errors import ERROR_RESPONSES, ServiceError, refuse_unknown_query
 from query_service.guards import requires_caller
 from query_service.schemas import (
@@ -72,60 +78,55 @@ class QuestionsController(Controller):
     path = "/v1"
     tags = ["knowledge"]
     guards = [requires_caller]
-    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False)}
+    dependencies = {"caller": Provide(provide_caller, sync_to_thread=False),
+                    "questions": Provide(provide_questions, sync_to_thread=False),
+                    "query_log": Provide(provide_query_log, sync_to_thread=False)}
     dto = ExactBody
     security = [{BEARER: []}]
 
     @post("/search", operation_id="search", status_code=200, responses=ERROR_RESPONSES)
     async def search(self, data: Annotated[SearchRequest, CLOSED], caller: Caller,
-                     kb: KnowledgeBase, state: State) -> SearchResult:
+                     questions: Questions, state: State) -> SearchResult:
         """Hybrid search over the documents the caller may see."""
-        query = _within_limit(data.query, "query", state)
-        return public(await anyio.to_thread.run_sync(kb.search, caller, query, data.k,
+        query = state.question_limit.check(data.query, "query")
+        return public(await anyio.to_thread.run_sync(questions.search, caller, query, data.k,
                                                      data.mode))
 
     # Annotated Response[AskResult], not `AskResult | ServerSentEvent`: the union became
     # `oneOf: [AskResult, {}]` in OpenAPI, which no answer can satisfy (it matches both).
     @post("/ask", operation_id="ask", status_code=200, responses=ERROR_RESPONSES,
           operation_class=AskOperation)
-    async def ask(self, data: Annotated[AskRequest, CLOSED], caller: Caller, kb: KnowledgeBase,
-                  state: State) -> Response[AskResult]:
+    async def ask(self, data: Annotated[AskRequest, CLOSED], caller: Caller,
+                  questions: Questions, state: State) -> Response[AskResult]:
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
-        question = _within_limit(data.question, "question", state)
+        question = state.question_limit.check(data.question, "question")
         if data.stream:
-            return ServerSentEvent(_answer_events(kb, caller, question, data.mode))
+            return ServerSentEvent(_answer_events(questions, caller, question, data.mode))
         return Response(public(await anyio.to_thread.run_sync(
-            lambda: kb.ask(caller, question, mode=data.mode))))
+            lambda: questions.ask(caller, question, mode=data.mode))))
 
     @post("/feedback", operation_id="feedback", status_code=200, responses=ERROR_RESPONSES)
     async def feedback(self, data: Annotated[FeedbackRequest, CLOSED], caller: Caller,
-                       kb: KnowledgeBase) -> FeedbackReceipt:
+                       query_log: QueryLog) -> FeedbackReceipt:
         """Mark an answer this caller received as helpful or not, with an optional comment."""
-        if not await anyio.to_thread.run_sync(kb.feedback, caller, str(data.query_id),
+        if not await anyio.to_thread.run_sync(query_log.feedback, caller, str(data.query_id),
                                               data.helpful, data.comment):
             raise ServiceError("no such query for this caller", code="unknown_query")
         return FeedbackReceipt(ok=True)
 
     @get("/recent-questions", operation_id="recent_questions", responses=ERROR_RESPONSES,
          before_request=refuse_unknown_query)
-    async def recent_questions(self, caller: Caller, kb: KnowledgeBase) -> RecentQuestions:
+    async def recent_questions(self, caller: Caller, query_log: QueryLog) -> RecentQuestions:
         """The caller's own latest questions (their text only), newest first."""
-        return RecentQuestions(await anyio.to_thread.run_sync(kb.recent_questions, caller))
+        return RecentQuestions(await anyio.to_thread.run_sync(query_log.recent_questions,
+                                                              caller))
 
 
-def _within_limit(text: str, field: str, state: State) -> str:
-    """`text`, unless it is longer than KB_MAX_QUESTION_CHARS allows (then a 400)."""
-    if len(text) > state.max_question_chars:
-        raise ServiceError(f"{field} has {len(text)} characters; the limit is "
-                           f"{state.max_question_chars}", code="question_too_long")
-    return text
-
-
-async def _answer_events(kb: KnowledgeBase, caller: Caller, question: str,
+async def _answer_events(questions: Questions, caller: Caller, question: str,
                          mode: AskMode) -> AsyncIterator[ServerSentEventMessage]:
     """The engine's answer events as Server-Sent Events, each taken in a worker thread. A
     client that goes away stops the work: its parts not yet searched never are."""
-    events = kb.ask_events(caller, question, mode=mode)
+    events = questions.ask_events(caller, question, mode=mode)
     try:
         while (event := await anyio.to_thread.run_sync(next, events, None)) is not None:
             yield _message(event)

@@ -29,6 +29,7 @@ from pydantic import AnyUrl
 
 from kb_core.callers import Caller
 from kb_search import KnowledgeBase
+from query_service.limits import QuestionLimit, QuestionTooLongError
 from query_service.mcp import results
 from query_service.mcp.descriptions import INSTRUCTIONS, RESOURCE, TOOLS
 
@@ -70,9 +71,9 @@ class _KnowledgeTools:
     """Each tool as the engine's face does it, in a worker thread (it embeds and scores on
     the CPU and waits on the database), for the verified caller only."""
 
-    def __init__(self, knowledge_base: KnowledgeBase, max_question_chars: int) -> None:
+    def __init__(self, knowledge_base: KnowledgeBase, question_limit: QuestionLimit) -> None:
         self.kb = knowledge_base
-        self.max_question_chars = max_question_chars
+        self.question_limit = question_limit
 
     def table(self) -> dict[str, _Tool]:
         return {
@@ -88,19 +89,20 @@ class _KnowledgeTools:
     async def search(self, caller: Caller,
                      args: results.SearchArguments) -> results.SearchPassages:
         query = self._checked(args.query, "query")
-        found = await anyio.to_thread.run_sync(self.kb.search, caller, query, args.k, args.mode)
+        found = await anyio.to_thread.run_sync(self.kb.questions.search, caller, query, args.k,
+                                               args.mode)
         return results.passages_of(found)
 
     async def ask(self, caller: Caller, args: results.AskArguments) -> results.Answer:
         # Logged by the face with the caller's kind and subject, as an answer over /v1 is.
         question = self._checked(args.question, "question")
         return results.answer_of(await anyio.to_thread.run_sync(
-            lambda: self.kb.ask(caller, question, mode=args.mode)))
+            lambda: self.kb.questions.ask(caller, question, mode=args.mode)))
 
     async def get_document(self, caller: Caller,
                            args: results.DocumentArguments) -> results.DocumentPassages:
-        view = await anyio.to_thread.run_sync(self.kb.document, caller, args.document_id,
-                                              args.chunk_id)
+        view = await anyio.to_thread.run_sync(self.kb.sources.document, caller,
+                                              args.document_id, args.chunk_id)
         if view is None:  # the same whether it does not exist or the caller may not read it
             raise ToolRefusal("no such passage of a document this caller may read")
         return results.document_passages_of(view)
@@ -109,9 +111,9 @@ class _KnowledgeTools:
         name = _storable(args.name)
 
         def found() -> results.EntityFound:
-            matches = self.kb.find_entities(caller, name)
+            matches = self.kb.entities.find(caller, name)
             return results.entity_found(
-                matches, self.kb.entity(caller, matches[0].id) if matches else None)
+                matches, self.kb.entities.card(caller, matches[0].id) if matches else None)
 
         return await anyio.to_thread.run_sync(found)
 
@@ -119,7 +121,8 @@ class _KnowledgeTools:
                        args: results.FeedbackArguments) -> results.FeedbackReceipt:
         comment = None if args.comment is None else _storable(args.comment)
         found = await anyio.to_thread.run_sync(
-            self.kb.feedback, caller, str(uuid.UUID(args.query_id)), args.helpful, comment)
+            self.kb.query_log.feedback, caller, str(uuid.UUID(args.query_id)), args.helpful,
+            comment)
         if not found:
             raise ToolRefusal("no such query for this caller")
         return results.FeedbackReceipt(ok=True)
@@ -128,17 +131,14 @@ class _KnowledgeTools:
         """The passage resource: the passages of `get_document`, each a quoted block."""
         match = _PASSAGE_URI.fullmatch(uri)
         view = None if match is None else await anyio.to_thread.run_sync(
-            self.kb.document, caller, int(match[1]), int(match[2]))
+            self.kb.sources.document, caller, int(match[1]), int(match[2]))
         if view is None:
             raise _refused(RESOURCE_NOT_FOUND, "no such passage of a document this caller "
                                                "may read")
         return "\n".join(p.passage for p in results.document_passages_of(view).passages)
 
     def _checked(self, text: str, field: str) -> str:
-        if len(text) > self.max_question_chars:
-            raise ToolRefusal(f"{field} has {len(text)} characters; the limit is "
-                              f"{self.max_question_chars}")
-        return _storable(text)
+        return _storable(self.question_limit.check(text, field))
 
 
 def _storable(text: str) -> str:
@@ -172,7 +172,7 @@ def knowledge_server(knowledge_base: KnowledgeBase, caller_of: CallerOf, *,
     for the verified caller of its request, whose groups alone filter what it returns."""
     server: Server = Server(SERVER_NAME, version=importlib.metadata.version("kb-search"),
                             instructions=INSTRUCTIONS)
-    tools = _KnowledgeTools(knowledge_base, max_question_chars)
+    tools = _KnowledgeTools(knowledge_base, QuestionLimit(max_question_chars))
     table = tools.table()
     listed = [_listed(name, tool) for name, tool in table.items()]
 
@@ -195,7 +195,7 @@ def knowledge_server(knowledge_base: KnowledgeBase, caller_of: CallerOf, *,
             result = await tool.run(await caller(), args)
         except CallerRefused as exc:
             return _error(f"unauthorized: {exc.reason}")
-        except (ToolRefusal, msgspec.ValidationError) as exc:
+        except (ToolRefusal, QuestionTooLongError, msgspec.ValidationError) as exc:
             return _error(str(exc))
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             log.warning("MCP %s: database unavailable: %s", name, exc)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_core.database import machine_memory
+from kb_core.database_server import machine_memory
 from tests.offline import offline
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "docs"

@@ -21,7 +21,7 @@ import dagster as dg
 import psycopg
 import pytest
 
-from kb_core.database import dagster_storage_url
+from kb_core.database_server import dagster_storage_url
 from kb_core.progress import listening
 from kb_core.settings import Settings
 from kb_pipeline import in_process

@@ -159,7 +159,7 @@ async def test_the_checksum_history_keeps_the_age_of_content_not_of_its_file(
 def test_the_weekly_asset_records_counts_and_never_a_question(settings, corpus, instance,
                                                               conn):
     with open_knowledge_base(settings, connections=1, answers=True) as kb:
-        kb.ask(Caller(kind="cli", subject="t", groups=("all-employees",)), PARKING)
+        kb.questions.ask(Caller(kind="cli", subject="t", groups=("all-employees",)), PARKING)
     result = dg.materialize(
         [knowledge_gaps], instance=instance,
         resources={"postgres": PostgresResource(url=settings.database_url),
@@ -205,8 +205,8 @@ def test_a_reviewer_sees_only_questions_of_askers_within_its_groups(
                      "WHERE path = ANY(%s)", (query_id, [p for p, c in zip(paths, cited,
                                                                           strict=True) if c]))
     with open_knowledge_base(settings, connections=1, answers=False) as kb:
-        report = kb.knowledge_gaps(Caller(kind="jwt", subject="r", groups=tuple(reviewer)))
-        everything = kb.knowledge_gaps(None)  # the operator at the shell
+        report = kb.gaps.report(Caller(kind="jwt", subject="r", groups=tuple(reviewer)))
+        everything = kb.gaps.report(None)  # the operator at the shell
     assert {q.question for t in report.topics for q in t.questions} == {
         f"質問{n}番の答えは" for n, groups in enumerate(askers) if set(groups) <= set(reviewer)}
     allowed = {p for p, groups in zip(paths, readable, strict=True) if set(groups) & set(reviewer)}

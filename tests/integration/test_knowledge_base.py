@@ -48,7 +48,7 @@ def _log_size(url: str, subject: str) -> int:
 
 
 def test_the_answer_as_events_is_the_answer_and_is_logged_once(kb, sample_index_url):
-    events = list(kb.ask_events(EMPLOYEE, QUESTION, use_cache=False))
+    events = list(kb.questions.ask_events(EMPLOYEE, QUESTION, use_cache=False))
     plan, answering, offered, *deltas, done = events
     # answered whole: a plan without parts, then the answer is written
     assert (plan, answering) == (Stage("plan", parts=[]), Stage("answer"))
@@ -59,14 +59,14 @@ def test_the_answer_as_events_is_the_answer_and_is_logged_once(kb, sample_index_
     offered_chunks = {p.chunk_id for p in offered.passages}
     assert {c.chunk_id for c in done.citations} <= offered_chunks
     assert _logged(sample_index_url, done.query_id) == [(QUESTION, False)]
-    asked = kb.ask(EMPLOYEE, QUESTION, use_cache=False)
+    asked = kb.questions.ask(EMPLOYEE, QUESTION, use_cache=False)
     assert (asked.answer, asked.citations) == (done.answer, done.citations)
 
 
 def test_a_repeated_question_is_answered_from_the_cache_and_logged_as_such(
         kb, sample_index_url):
-    first = kb.ask(EMPLOYEE, QUESTION + "？")
-    again = kb.ask(EMPLOYEE, QUESTION + "？")
+    first = kb.questions.ask(EMPLOYEE, QUESTION + "？")
+    again = kb.questions.ask(EMPLOYEE, QUESTION + "？")
     assert again.query_id != first.query_id
     assert (again.answer, again.citations) == (first.answer, first.citations)
     assert _logged(sample_index_url, again.query_id) == [(QUESTION + "？", True)]
@@ -75,22 +75,22 @@ def test_a_repeated_question_is_answered_from_the_cache_and_logged_as_such(
 def test_an_assessment_is_the_answer_with_its_evidence_and_is_never_logged(
         kb, sample_index_url):
     before = _log_size(sample_index_url, EMPLOYEE.subject)
-    assessed = kb.assess(EMPLOYEE, QUESTION)
+    assessed = kb.questions.assess(EMPLOYEE, QUESTION)
     assert _log_size(sample_index_url, EMPLOYEE.subject) == before
-    asked = kb.ask(EMPLOYEE, QUESTION, use_cache=False)
+    asked = kb.questions.ask(EMPLOYEE, QUESTION, use_cache=False)
     assert assessed.answer is not None
     assert (assessed.answer.answer, assessed.answer.citations) == (asked.answer,
                                                                    asked.citations)
     assert assessed.features and 0.0 < assessed.answerability <= 1.0
     assert not assessed.refused_by_rule
     assert [h.chunk_id for h in assessed.search.hits] == [
-        h.chunk_id for h in kb.search(EMPLOYEE, QUESTION, k=5).hits]
-    assert kb.assess(EMPLOYEE, QUESTION, answer=False).answer is None
+        h.chunk_id for h in kb.questions.search(EMPLOYEE, QUESTION, k=5).hits]
+    assert kb.questions.assess(EMPLOYEE, QUESTION, answer=False).answer is None
 
 
 def test_a_caller_outside_every_group_gets_nothing(kb):
-    assert kb.search(OUTSIDER, QUESTION).hits == []
-    assert kb.ask(OUTSIDER, QUESTION).answer == NOT_FOUND
-    assessed = kb.assess(OUTSIDER, QUESTION)
+    assert kb.questions.search(OUTSIDER, QUESTION).hits == []
+    assert kb.questions.ask(OUTSIDER, QUESTION).answer == NOT_FOUND
+    assessed = kb.questions.assess(OUTSIDER, QUESTION)
     assert assessed.refused_by_rule and assessed.search.hits == []
-    assert kb.recent_questions(OUTSIDER) == [QUESTION]
+    assert kb.query_log.recent_questions(OUTSIDER) == [QUESTION]

@@ -120,7 +120,7 @@ def publish_copy_without(conn: psycopg.Connection, left_out: str) -> None:
 async def test_a_replica_that_has_replayed_the_latest_change_serves_searches_and_asks(
     app, client, conn, standby, tokens  # noqa: F811
 ):
-    reads = app.state.knowledge_base._reads  # the router, to see who served
+    reads = app.state.knowledge_base.questions._reads  # the router, to see who served
     await learned(reads)
     standby.catch_up()
     replica = reads.replicas[0]
@@ -137,7 +137,7 @@ async def test_a_replica_whose_replay_is_paused_never_answers_what_the_primary_w
     app, client, conn, standby, tokens, indexed, instance  # noqa: F811
 ):
     root, settings = indexed
-    reads = app.state.knowledge_base._reads  # the router, to see who served
+    reads = app.state.knowledge_base.questions._reads  # the router, to see who served
     await learned(reads)
     standby.catch_up()
     assert await served_by_replica(client, reads, tokens["manager"])
@@ -243,7 +243,7 @@ def test_searches_on_the_replica_path_find_what_the_primary_finds(
 async def test_stopping_the_replica_under_load_gives_no_5xx_and_readyz_stays_200(
     app, client, conn, standby, tokens  # noqa: F811
 ):
-    reads = app.state.knowledge_base._reads  # the router, to see who served
+    reads = app.state.knowledge_base.questions._reads  # the router, to see who served
     await learned(reads)
     standby.catch_up()
     statuses: list[tuple[str, int]] = []
@@ -289,7 +289,7 @@ async def test_readyz_reports_a_replica_that_is_behind_and_stays_200(
     app, client, conn, standby, indexed, instance
 ):
     root, settings = indexed
-    reads = app.state.knowledge_base._reads  # the router, to see who served
+    reads = app.state.knowledge_base.questions._reads  # the router, to see who served
     await learned(reads)
     standby.catch_up()
     assert [r["state"] for r in (await client.get("/readyz")).json()["replicas"]] == [

@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from kb_core.api_tokens import TokenStore
-from kb_core.database import connect, start_embedded, stop_embedded
+from kb_core.database import connect
+from kb_core.database_server import start_embedded, stop_embedded
 from kb_core.migrations import migrate
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
 from tests.integration.test_soak import KB, ingest, running_service

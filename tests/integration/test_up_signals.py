@@ -26,7 +26,7 @@ import psutil
 import psycopg
 import pytest
 
-from kb_core.database import embedded_status
+from kb_core.database_server import embedded_status
 from kb_core.settings import REPO_ROOT, Settings
 
 VENV = Path(sys.executable).parent.parent

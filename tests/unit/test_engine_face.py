@@ -1,7 +1,8 @@
-"""The engine's one face (issue 42): what `kb_search` offers the doors, listed, so that a change
-to it is a deliberate one. It shows no pool, connection, searcher or asker: a door that needed
-one would be reaching inside the engine. The doors' imports are held by an import-linter
-contract in pyproject.toml ("Doors use the engine through its face")."""
+"""The engine's one face (issues 42 and 59): what `kb_search` offers the doors, listed, so that a
+change to it is a deliberate one. The root holds one service per concern and shows no pool,
+connection, searcher or asker: a door that needed one would be reaching inside the engine. The
+doors' imports are held by import-linter contracts in pyproject.toml ("Doors use the engine
+through its face", "Doors run no SQL of their own")."""
 
 from __future__ import annotations
 
@@ -10,12 +11,23 @@ import tomllib
 
 import kb_search
 from kb_core.settings import REPO_ROOT
-from kb_search import KnowledgeBase, open_knowledge_base
+from kb_search import (
+    Corrections,
+    Entities,
+    Gaps,
+    KnowledgeBase,
+    Operations,
+    QueryLog,
+    Questions,
+    Sources,
+    open_knowledge_base,
+)
 
 PUBLIC_NAMES = {
-    # the face and how it is opened
+    # the root, how it is opened, and its services
     "KnowledgeBase", "open_knowledge_base",
-    # what its results are made of
+    "Questions", "QueryLog", "Sources", "Corrections", "Entities", "Gaps", "Operations",
+    # what their results are made of
     "AnswerDelta", "AnswerEvent", "AnswerPart", "AskResult", "Assessment", "Citation",
     "CitationNumber", "Comparison", "Stage", "StagePart",
     "CorrectedPassage", "CorrectionForReview", "DocumentPassage", "DocumentView",
@@ -23,74 +35,92 @@ PUBLIC_NAMES = {
     "GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument", "UncitedDocument",
     "EntityCard", "EntityDocument", "EntityLink", "EntityMatch", "EntityPassage",
     "EntityRelation", "RelationEvidence",
-    # what it refuses with
+    "IndexCounts", "IndexGeneration", "IndexStatus", "IndexedDocument", "OpenFailure",
+    "Serving",
+    # what they refuse with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
     "ASK_MODES", "AskMode", "MAX_PASSAGES", "MODES", "Mode", "NOT_FOUND", "public",
     "quoted_passage",
 }
 
-# method: its parameters after self
-METHODS = {
-    "search": ["caller", "question", "k", "mode"],
-    "ask": ["caller", "question", "mode", "use_cache"],
-    "ask_events": ["caller", "question", "mode", "use_cache"],
-    "assess": ["caller", "question", "mode", "answer"],
-    "feedback": ["caller", "query_id", "helpful", "comment"],
-    "recent_questions": ["caller", "limit"],
-    "purge_query_log": ["days"],
-    "knowledge_gaps": ["reviewer", "days"],
-    "find_entities": ["caller", "name"],
-    "entity": ["caller", "entity_id"],
-    "document": ["caller", "document_id", "chunk_id"],
-    "original": ["caller", "document_id"],
-    "submit_correction": ["caller", "name", "query_id", "correction", "chunk_ids"],
-    "corrections_to_review": ["reviewer"],
-    "approve_correction": ["reviewer", "name", "correction_id"],
-    "reject_correction": ["reviewer", "name", "correction_id", "note"],
-    "document_groups": ["source_uris"],
-    "index_model": [],
-    "query_embedder": ["index_model"],
-    "replica_status": [],
-    "follow_index_changes": [],
-    "close": [],
-}
-PROPERTIES = {"configured_model"}
+# The root's services, by attribute, with their type.
+SERVICES = {"questions": Questions, "query_log": QueryLog, "sources": Sources,
+            "corrections": Corrections, "entities": Entities, "gaps": Gaps,
+            "operations": Operations}
 
-INSIDES = ("Pool", "Connection", "Searcher", "Asker", "ReadRouter", "psycopg")
+INSIDES = ("Pool", "Connection", "Searcher", "Asker", "ReadRouter", "AnswerFlow", "psycopg")
 
 
-def test_the_package_offers_the_face_and_its_public_types_only():
+def _offers(service: type) -> set[str]:
+    return {name for name in dir(service) if not name.startswith("_")}
+
+
+def test_the_package_offers_the_root_its_services_and_their_types_only():
     assert set(kb_search.__all__) == PUBLIC_NAMES
     for name in PUBLIC_NAMES:
         assert hasattr(kb_search, name), name
 
 
-def test_the_face_lists_its_use_cases():
-    public = {name for name in dir(KnowledgeBase) if not name.startswith("_")}
-    assert public == set(METHODS) | PROPERTIES
-    for name, parameters in METHODS.items():
-        signature = inspect.signature(getattr(KnowledgeBase, name))
-        assert list(signature.parameters)[1:] == parameters, name
+def test_the_root_holds_one_service_per_concern_and_nothing_else():
+    signature = inspect.signature(KnowledgeBase.__init__)
+    assert {name: p.annotation for name, p in signature.parameters.items()
+            if p.kind is p.KEYWORD_ONLY} == {name: t.__name__ for name, t in SERVICES.items()}
+    assert _offers(KnowledgeBase) == {"close"}
     assert list(inspect.signature(open_knowledge_base).parameters) == [
         "settings", "connections", "generation", "answers", "outage_ok"]
 
 
-def test_nothing_of_the_inside_shows_through_the_face():
+def test_questions_search_answer_and_assess():
+    assert _offers(Questions) == {"search", "ask", "ask_events", "assess"}
+
+
+def test_the_query_log_records_takes_feedback_recalls_and_purges():
+    assert _offers(QueryLog) == {"record", "feedback", "recent_questions", "purge"}
+
+
+def test_sources_open_a_cited_document_its_original_and_its_groups():
+    assert _offers(Sources) == {"document", "original", "document_groups"}
+
+
+def test_corrections_are_submitted_and_reviewed():
+    assert _offers(Corrections) == {"submit", "to_review", "approve", "reject"}
+
+
+def test_entities_are_found_by_name_and_shown_as_a_card():
+    assert _offers(Entities) == {"find", "card"}
+
+
+def test_gaps_give_the_report():
+    assert _offers(Gaps) == {"report"}
+
+
+def test_operations_tell_the_installations_state():
+    assert _offers(Operations) == {
+        "documents", "failures", "status", "serving", "index_model", "configured_model",
+        "query_embedder", "replica_status", "follow_index_changes"}
+
+
+def test_nothing_of_the_inside_shows_through_a_service():
     """No public method takes or returns a pool, a connection or the engine's parts."""
-    for name in METHODS:
-        annotations = inspect.get_annotations(getattr(KnowledgeBase, name))
-        for annotation in annotations.values():
-            assert not any(inside in str(annotation) for inside in INSIDES), (name, annotation)
+    for service in SERVICES.values():
+        for name in _offers(service):
+            member = getattr(service, name)
+            if isinstance(member, property):
+                member = member.fget
+            for annotation in inspect.get_annotations(member).values():
+                assert not any(inside in str(annotation) for inside in INSIDES), (
+                    service.__name__, name, annotation)
     annotation = inspect.get_annotations(open_knowledge_base)["return"]
     assert annotation == "KnowledgeBase"
 
 
-def test_the_doors_are_held_to_the_face_by_a_contract():
+def test_the_doors_are_held_to_the_face_and_run_no_sql_by_contracts():
     """Every module of the engine but its package root is protected: only the engine itself
     and kb_eval (whose fitters tune the engine's insides) import one, so a door (the `kb`
     command, the query service, Dagster's definitions) can reach nothing but the face, and a
-    new module of the engine is protected as it is added."""
+    new module of the engine is protected as it is added. No door imports the named queries
+    or the raw connection; the Dagster resource that lends connections is the one exception."""
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
     face = contracts["Doors use the engine through its face"]
@@ -98,3 +128,8 @@ def test_the_doors_are_held_to_the_face_by_a_contract():
     assert face["protected_modules"] == ["kb_search.*"]
     assert sorted(face["allowed_importers"]) == ["kb_eval", "kb_search"]
     assert "ignore_imports" not in face
+    no_sql = contracts["Doors run no SQL of their own"]
+    assert no_sql["type"] == "forbidden"
+    assert sorted(no_sql["source_modules"]) == ["kb_cli", "kb_pipeline.defs", "query_service"]
+    assert sorted(no_sql["forbidden_modules"]) == ["kb_core.database", "kb_core.queries"]
+    assert no_sql["ignore_imports"] == ["kb_pipeline.defs.resources -> kb_core.database"]

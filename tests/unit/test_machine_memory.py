@@ -1,5 +1,6 @@
-"""How much memory the embedded server sizes itself from (kb_core.database.machine_memory): a
-container's cgroup limit when it is below the physical memory, in either cgroup version."""
+"""How much memory the embedded server sizes itself from
+(kb_core.database_server.machine_memory): a container's cgroup limit when it is below the
+physical memory, in either cgroup version."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_core.database import machine_memory
+from kb_core.database_server import machine_memory
 
 PHYSICAL = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 

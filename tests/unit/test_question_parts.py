@@ -108,7 +108,7 @@ def test_only_compared_items_may_have_their_values_compared():
 
 def test_a_part_that_opens_on_an_earlier_parts_subject_refers_back():
     # The graph leg of such a part starts from what the earlier parts named
-    # (KnowledgeBase._search_parts): its answer is one reference away from them.
+    # (AnswerFlow._search_parts): its answer is one reference away from them.
     split = split_question("QC-2031の対象ロットはどの工場で製造されましたか。"
                            "その工場の品質責任者は誰ですか")
     assert [refers_back(p.question) for p in split.parts] == [False, True]

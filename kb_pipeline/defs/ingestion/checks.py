@@ -6,10 +6,11 @@ its gate then checks whole (defs/generations/assets.py)."""
 
 import dagster as dg
 
-from kb_core.queries import query
+from kb_pipeline.access import documents_without_rule
+from kb_pipeline.catalogue import open_failures
 from kb_pipeline.defs.ingestion.assets import search_index
 from kb_pipeline.defs.resources import PostgresResource
-from kb_pipeline.integrity import violations_markdown
+from kb_pipeline.integrity import graph_size, violations, violations_markdown
 from kb_pipeline.runs import run_generation
 
 __all__ = [
@@ -47,7 +48,7 @@ def _documents(context: Context) -> list[str] | None:
 def _rows_check(context: Context, postgres: PostgresResource, name: str,
                counts: dict[str, int] | None = None) -> dg.AssetCheckResult:
     with postgres.connection(_generation(context)) as conn:
-        rows = conn.execute(query(name), {"uris": _documents(context)}).fetchall()
+        rows = violations(conn, name, _documents(context))
     return dg.AssetCheckResult(
         passed=not rows,
         severity=dg.AssetCheckSeverity.ERROR,
@@ -88,10 +89,9 @@ def entity_graph_is_whole(context: Context, postgres: PostgresResource) -> dg.As
     """Every reference's passage names both its entities, and no entity is named with two
     kinds; with the graph's size."""
     with postgres.connection(_generation(context)) as conn:
-        entities, mentions, references = conn.execute(
-            query("graph_counts"), {"uris": _documents(context)}).fetchone()
+        size = graph_size(conn, _documents(context))
     return _rows_check(context, postgres, "broken_graph", {
-        "entities": entities, "mentions": mentions, "references": references})
+        "entities": size.entities, "mentions": size.mentions, "references": size.references})
 
 
 @dg.asset_check(asset=search_index, blocking=True)
@@ -106,7 +106,7 @@ def documents_have_access_rules(
 ) -> dg.AssetCheckResult:
     """Documents without an access rule are visible to nobody: list them so someone adds one."""
     with postgres.connection(_generation(context)) as conn:
-        paths = [row[0] for row in conn.execute(query("documents_without_access_rule"))]
+        paths = documents_without_rule(conn)
     return dg.AssetCheckResult(
         passed=not paths,
         severity=dg.AssetCheckSeverity.WARN,
@@ -121,15 +121,14 @@ def documents_have_access_rules(
 def no_open_ingestion_failures(postgres: PostgresResource) -> dg.AssetCheckResult:
     """Files that could not be ingested (their last good version, if any, is still served)."""
     with postgres.connection() as conn:
-        rows = conn.execute(query("open_failures")).fetchall()
+        failures = open_failures(conn)
     return dg.AssetCheckResult(
-        passed=not rows,
+        passed=not failures,
         severity=dg.AssetCheckSeverity.WARN,
         metadata={
-            "open_failures": len(rows),
+            "open_failures": len(failures),
             "failures": dg.MetadataValue.md(
-                "\n".join(f"- {path} ({stage}): {error}" for path, stage, error, _ in rows)
-                or "none"
+                "\n".join(f"- {f.path} ({f.stage}): {f.error}" for f in failures) or "none"
             ),
         },
     )

@@ -26,7 +26,7 @@ def knowledge_gaps(postgres: PostgresResource, embedder: EmbedderResource
     settings = dataclasses.replace(Settings.from_env(), database_url=postgres.url,
                                    embedder=embedder.settings())
     with open_knowledge_base(settings, connections=1, answers=False) as kb:
-        report = kb.knowledge_gaps(None, WEEK)
+        report = kb.gaps.report(None, WEEK)
     return dg.MaterializeResult(metadata={
         **report.counts(), "days": WEEK,
         "since": dg.MetadataValue.timestamp(report.since),

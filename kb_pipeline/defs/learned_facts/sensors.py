@@ -5,7 +5,7 @@ generation is published."""
 import dagster as dg
 
 from kb_core.generations import live_generation
-from kb_core.queries import query
+from kb_core.learned_facts import corrections_changed_at
 from kb_pipeline.defs.learned_facts.jobs import LEARNED_FACTS_JOB
 from kb_pipeline.defs.resources import PostgresResource
 
@@ -20,8 +20,7 @@ def learned_facts_sensor(
     """A run of learned_facts whenever a correction is submitted or decided, or a generation
     is published."""
     with postgres.connection() as conn:
-        changed = conn.execute(query("corrections_changed_at")).fetchone()[0]
-        state = f"{live_generation(conn).id}:{changed}"
+        state = f"{live_generation(conn).id}:{corrections_changed_at(conn)}"
     if state == context.cursor:
         return dg.SensorResult(cursor=state)
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=state)], cursor=state)

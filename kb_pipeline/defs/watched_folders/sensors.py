@@ -6,9 +6,9 @@ themselves, within one sensor interval; a pipeline change starts a gated rebuild
 import dagster as dg
 import psycopg
 
+from kb_core.backups import record_rules_reread
 from kb_core.generations import live_awaits_rebuild, refused_generation
 from kb_core.index_model import IndexModelMismatchError, check_index_model
-from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
 from kb_pipeline.defs.generations.jobs import GATE_JOB
@@ -66,7 +66,7 @@ def docs_folder_sensor(
                                    content_only=content_only))
         forget_files(conn, plan.deleted)
         # Every watched folder's access rules read again: a restored installation is ready.
-        conn.execute(query("rules_reread"))
+        record_rules_reread(conn)
         partitions = partition_changes(conn, context.instance, plan.seen)
     for warning in plan.warnings:
         context.log.warning(warning)

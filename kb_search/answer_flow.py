@@ -1,0 +1,264 @@
+"""The ask pipeline: a question split into its parts (or kept whole), each part retrieved under
+the caller's groups, then answered whole or part by part (kb_search/deep.py), its entities
+linked and its log entry written. `AnswerFlow.events` yields the work as it goes: the stages,
+the passages offered, the answer's text piece by piece, then the answer itself.
+
+Retrieval runs where the read router sends it (a replica that has reached the fence, or the
+primary), the index version read in the same transaction as the passages."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Generator, Iterator
+from typing import Literal
+
+import msgspec
+import psycopg
+
+from kb_core.callers import Caller
+from kb_core.entities import Entity, entities_of
+from kb_core.queries import query
+from kb_core.read_routing import ReadRouter
+from kb_core.settings import DeepSettings
+from kb_search.answerers.numbering import AnswerDelta, NumberedStream, renumber
+from kb_search.asking import Asker, AskResult, PreparedAnswer
+from kb_search.deep import answer_parts, combine, confirmed, part_citations, passages_per_part
+from kb_search.entity_cards import entities_in
+from kb_search.query_log import QueryLog
+from kb_search.question_parts import QuestionPart, QuestionSplit, refers_back, split_question
+from kb_search.search import ReadByOcr, SearchResult
+
+__all__ = [
+    "ASK_MODES",
+    "AnswerEvent",
+    "AnswerFlow",
+    "AskMode",
+    "OfferedPassage",
+    "OfferedPassages",
+    "Stage",
+    "StagePart",
+    "index_version",
+]
+
+# How a question is answered: `flash` whole, as one passage may answer it; `deep` part by
+# part when it asks several things (kb_search/question_parts.py); `auto` part by part too,
+# unless one passage turns out to answer every part.
+AskMode = Literal["auto", "flash", "deep"]
+ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
+
+
+class OfferedPassage(msgspec.Struct):
+    """A passage the answerer is given, before it answers: what a citation may come to be."""
+
+    passage: int  # the number a delta's `cited` and the answer's citations refer to it by
+    path: str
+    title: str
+    heading: str
+    page: str | None
+    ocr: ReadByOcr
+    chunk_id: int
+    # Where the page's citation card opens the source (GET /v1/documents/{id}); null for a
+    # learned fact, which has no document of its own.
+    document_id: int | None
+    learned_fact: bool
+
+
+class OfferedPassages(msgspec.Struct):
+    """The first event of an answer as it is written: the passages offered, under their own
+    numbers. Not the answer's [n]: those come with the deltas that first use them."""
+
+    passages: list[OfferedPassage]
+
+
+class StagePart(msgspec.Struct):
+    """A part of the plan: the sub-question, and what the answer calls it."""
+
+    question: str
+    label: str
+
+
+class Stage(msgspec.Struct, omit_defaults=True):
+    """Where an answer's work stands before its text: `plan` (its parts; none for a question
+    answered whole), `part` (a part's retrieval: whether evidence was found, how many
+    passages), `answer` (writing it)."""
+
+    stage: Literal["plan", "part", "answer"]
+    parts: list[StagePart] | None = None
+    index: int | None = None
+    found: bool | None = None
+    hits: int | None = None
+
+
+# The stages of the work, the passages offered, then the answer's text piece by piece, then
+# the answer itself (verified, logged), which is authoritative.
+AnswerEvent = Stage | OfferedPassages | AnswerDelta | AskResult
+
+
+class AnswerFlow:
+    """One answer's work, from the question to the logged answer."""
+
+    def __init__(self, asker: Asker, reads: ReadRouter, query_log: QueryLog,
+                 deep: DeepSettings) -> None:
+        self._asker = asker
+        self._reads = reads
+        self._query_log = query_log
+        self._deep = deep
+
+    def events(self, caller: Caller, question: str, mode: AskMode, versions: list[int], *,
+               streamed: bool, log: bool = True) -> Iterator[AnswerEvent]:
+        """The events of one answer, the index version of each read appended to `versions`;
+        unless `streamed`, an LLM writes the answer whole (no deltas); with `log`, the answer
+        is written to the query log before it is yielded."""
+        query_id = str(uuid.uuid4())
+        split = self._split(question, mode)
+        warnings = ([f"the question asks {split.over_limit} things, more than "
+                     f"KB_DEEP_MAX_PARTS={self._deep.max_parts}: answered as one question"]
+                    if split.over_limit else [])
+        if split.multi:
+            # A tentative split is searched before it is shown: its outcome decides it.
+            if split.tentative:
+                stages, retrieved = _collected(self._search_parts(caller, split, versions))
+            else:
+                yield _plan(split)
+                stages, retrieved = [], (yield from self._search_parts(caller, split, versions))
+            if not split.tentative or mode == "deep" or confirmed(retrieved):
+                if stages:
+                    yield _plan(split)
+                    yield from stages
+                yield Stage("answer")
+                result = yield from self._parts_answer(question, split, retrieved, query_id,
+                                                       streamed)
+                yield self._finished(caller, question, mode, result, _parts_hits(retrieved),
+                                     log)
+                return
+        yield Stage("plan", parts=[])
+        version, prepared = self.retrieve(caller, question)
+        versions.append(version)
+        if split.multi:  # the parts searched first count in the answer's time
+            prepared.started = min([prepared.started,
+                                    *(p.started for p in retrieved if p is not None)])
+        yield Stage("answer")
+        if streamed:
+            yield _offered(prepared)
+            stream = self._asker.stream(prepared)
+            yield from stream
+            result = self._asker.finish(prepared, stream.result(), query_id)
+        else:
+            result = self._asker.answer(prepared, query_id)
+        result.warnings.extend(warnings)
+        yield self._finished(caller, question, mode, result, prepared.search, log)
+
+    def retrieve(self, caller: Caller, question: str,
+                 carried: list[Entity] | None = None) -> tuple[int, PreparedAnswer]:
+        """The index version and the passages, read in one transaction on one server; the
+        graph leg starts from the entities `carried` too. The version is read first, so the
+        passages are never older than the version that tags their answer in the cache (a
+        newer version would serve them after a revocation)."""
+        question_vector = self._asker.searcher.prepare(question)  # holds no connection
+        if carried:
+            named = {e.key for e in question_vector.plan.entities}
+            extra = {e.key: e for e in carried if e.key not in named}
+            plan = msgspec.structs.replace(question_vector.plan, entities=[
+                *question_vector.plan.entities, *extra.values()])
+            question_vector = dataclasses.replace(question_vector, plan=plan)
+
+        def read(conn: psycopg.Connection,
+                 beside: psycopg.Connection | None) -> tuple[int, PreparedAnswer]:
+            with conn.transaction():
+                return index_version(conn), self._asker.retrieve(
+                    conn, question, list(caller.groups), question_vector, beside)
+
+        return self._reads.run_paired(read)
+
+    def _split(self, question: str, mode: AskMode) -> QuestionSplit:
+        if mode == "flash":
+            return QuestionSplit([QuestionPart(question, question)], "single")
+        return split_question(question, self._deep.max_parts)
+
+    def _search_parts(self, caller: Caller, split: QuestionSplit,
+                      versions: list[int]
+                      ) -> Generator[Stage, None, list[PreparedAnswer | None]]:
+        """Each part's retrieval, a stage as each ends, until the time budget is spent;
+        returns them by part (None for a part not reached in time)."""
+        started = time.perf_counter()
+        retrieved: list[PreparedAnswer | None] = []
+        asked: list[Entity] = []  # what the parts before named
+        for index, part in enumerate(split.parts):
+            if time.perf_counter() - started > self._deep.timeout_s:
+                retrieved.append(None)  # named in the answer as not reached in time
+                continue
+            # A part that opens on an earlier part's subject (その工場の〜) starts the graph
+            # leg from what the earlier parts named: its answer is one reference away.
+            carried = asked if refers_back(part.question) else []
+            asked = [*asked, *entities_of(part.question)]
+            version, prepared = self.retrieve(caller, part.question, carried)
+            versions.append(version)
+            retrieved.append(prepared)
+            yield Stage("part", index=index, found=prepared.evidence_found,
+                        hits=len(prepared.search.hits))
+        return retrieved
+
+    def _parts_answer(self, question: str, split: QuestionSplit,
+                      retrieved: list[PreparedAnswer | None], query_id: str,
+                      streamed: bool) -> Generator[AnswerEvent, None, AskResult]:
+        """The deltas of an answer given part by part; returns the answer."""
+        started = min((p.started for p in retrieved if p is not None), default=time.perf_counter())
+        answerer = self._asker.answerer
+        parts = combine(question, split, retrieved, started, passages_per_part(answerer))
+        yield _offered(parts.prepared)
+        stream = answer_parts(answerer, parts, streamed=streamed)
+        yield from NumberedStream(stream, parts.prepared.offered)
+        answer = stream.result()
+        result = self._asker.finish(parts.prepared, answer, query_id)
+        _, numbers = renumber(answer.text, parts.prepared.offered)
+        return msgspec.structs.replace(result, parts=part_citations(parts, stream, numbers),
+                                       comparison=stream.comparison)
+
+    def _finished(self, caller: Caller, question: str, mode: AskMode, result: AskResult,
+                  hits: SearchResult, log: bool) -> AskResult:
+        """The answer with the entities it names linked; logged with the passages retrieved
+        for it (`hits`) unless not `log`."""
+        if result.found:
+            result.entities = self._reads.run(
+                lambda conn: entities_in(conn, result.answer, list(caller.groups)))
+        if log:
+            self._query_log.record(caller, question, mode, result, hits, cached=False)
+        return result
+
+
+def index_version(conn: psycopg.Connection) -> int:
+    """The index's version: bumped by every change of what a search may return."""
+    return conn.execute(query("index_version")).fetchone()[0]
+
+
+def _offered(prepared: PreparedAnswer) -> OfferedPassages:
+    hits = {h.chunk_id: h for h in prepared.search.hits}
+    return OfferedPassages(passages=[
+        OfferedPassage(passage=p.n, path=p.path, title=p.title, heading=p.heading, page=p.page,
+                       ocr=hits[p.chunk_id].ocr, chunk_id=p.chunk_id,
+                       document_id=hits[p.chunk_id].document_id,
+                       learned_fact=hits[p.chunk_id].learned_fact)
+        for p in prepared.passages])
+
+
+def _collected(events: Generator[Stage, None, list[PreparedAnswer | None]]
+               ) -> tuple[list[Stage], list[PreparedAnswer | None]]:
+    """What a generator yields, and what it returns."""
+    yielded = []
+    while True:
+        try:
+            yielded.append(next(events))
+        except StopIteration as stop:
+            return yielded, stop.value
+
+
+def _plan(split: QuestionSplit) -> Stage:
+    return Stage("plan", parts=[StagePart(p.question, p.label) for p in split.parts])
+
+
+def _parts_hits(retrieved: list[PreparedAnswer | None]) -> SearchResult:
+    """Every part's passages, for the query log."""
+    hits = [h for p in retrieved if p is not None for h in p.search.hits]
+    return SearchResult(query="", took_ms=0.0, hits=hits)

@@ -1,0 +1,100 @@
+"""Questions: search, answers (whole, or as they are worked out and written), and assessments
+for measuring the engine, for a verified caller whose groups filter every passage inside SQL.
+
+Synchronous: retrieval embeds the question and the extractive answerer scores sentences, CPU
+work the HTTP door runs in worker threads."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Literal
+
+import msgspec
+
+from kb_core.callers import Caller
+from kb_core.read_routing import ReadRouter
+from kb_search.answer_cache import AnswerCache
+from kb_search.answer_flow import AnswerEvent, AnswerFlow, AskMode, index_version
+from kb_search.asking import Asker, AskResult
+from kb_search.query_log import QueryLog
+from kb_search.search import Mode, SearchResult
+
+__all__ = ["Assessment", "Questions"]
+
+
+class Assessment(msgspec.Struct):
+    """A question put to the engine for measuring it: what was retrieved, the evidence the
+    answerability decision read, and (when asked for) the answer. Neither cached nor logged."""
+
+    search: SearchResult  # the passages offered to the answerer
+    features: list[float]  # kb_search/answerability.py FEATURES, for the caller's groups
+    answerability: float  # the model's probability that the passages hold the answer
+    refused_by_rule: bool  # "not found" whatever the model says (no passage, a missing code)
+    answer: AskResult | None
+
+
+class Questions:
+    """Search and answers; answers are logged and kept in the answer cache."""
+
+    def __init__(self, asker: Asker, reads: ReadRouter, flow: AnswerFlow,
+                 query_log: QueryLog) -> None:
+        self._asker = asker
+        self._reads = reads
+        self._flow = flow
+        self._query_log = query_log
+        self._cache = AnswerCache()
+
+    def search(self, caller: Caller, question: str, k: int = 10,
+               mode: Mode = "hybrid") -> SearchResult:
+        """The top `k` passages the caller may see."""
+        searcher = self._asker.searcher
+        prepared = searcher.prepare(question, mode)  # embedding holds no connection
+        result, _ = self._reads.run_paired(lambda conn, beside: searcher.search(
+            conn, prepared, list(caller.groups), k, mode, beside))
+        return result
+
+    def ask(self, caller: Caller, question: str, *, mode: AskMode = "auto",
+            use_cache: bool = True) -> AskResult:
+        """An answer, logged; with `use_cache`, from the answer cache while the index has not
+        changed since it was given."""
+        key = AnswerCache.key(question, caller.groups, self._asker.answerer.name, mode)
+        if use_cache and (cached := self._cache.get(key, self._reads.run(index_version))):
+            result = msgspec.structs.replace(cached, query_id=str(uuid.uuid4()))
+            self._query_log.record(caller, question, mode, result, None, cached=True)
+            return result
+        versions: list[int] = []
+        *_, result = self._flow.events(caller, question, mode, versions, streamed=False)
+        assert isinstance(result, AskResult)
+        # The oldest index version a part was read at: a change after it retires the answer.
+        self._cache.put(key, min(versions), result)
+        return result
+
+    def ask_events(self, caller: Caller, question: str, *, mode: AskMode = "auto",
+                   use_cache: Literal[False] = False) -> Iterator[AnswerEvent]:
+        """The answer as it is worked out and written: its stages, the passages offered, the
+        text's deltas (each with the citation numbers it uses first), then the answer,
+        verified and logged once the iterator is exhausted. Always answered afresh
+        (`use_cache` can only be False): a cached answer has no stages or deltas to show.
+        Closing the iterator early stops the work (a part not yet searched is not)."""
+        del use_cache  # stated at the call, so no door assumes a cached stream
+        return self._flow.events(caller, question, mode, [], streamed=True)
+
+    def assess(self, caller: Caller, question: str, *, mode: AskMode = "auto",
+               answer: bool = True) -> Assessment:
+        """What the engine retrieves and decides for `question`, with the answer when asked:
+        for evaluation and fitting, so neither cached nor logged. Retrieval and the decision
+        are the whole question's; the answer is given in `mode`."""
+        _, prepared = self._flow.retrieve(caller, question)
+        if not answer:
+            given = None
+        elif mode == "flash":
+            given = self._asker.answer(prepared, "assessment")
+        else:
+            *_, given = self._flow.events(caller, question, mode, [], streamed=False,
+                                          log=False)
+            assert isinstance(given, AskResult)
+        return Assessment(
+            search=prepared.search, features=prepared.features,
+            answerability=prepared.answerability, refused_by_rule=prepared.refused_by_rule,
+            answer=given)
