@@ -16,7 +16,7 @@ import psycopg
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG, SENSOR_NAME_TAG
 from sqlalchemy.exc import SQLAlchemyError
 
-from kb_pipeline.runs import failures_of_runs
+from kb_core.ingestion_failures import failures_of_runs
 
 __all__ = ["RunLines", "ErrorLines"]
 

@@ -1,6 +1,5 @@
 """Which files a watched folder holds, and which of them need ingesting, re-permissioning or
-removing: the decisions the sensor and `kb ingest` make before any run is launched; and which
-could not be ingested."""
+removing: the decisions the sensor and `kb ingest` make before any run is launched."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
 import psycopg
 
 from kb_core.queries import query
@@ -21,12 +19,10 @@ from kb_pipeline.parsing import SUPPORTED_SUFFIXES
 
 __all__ = [
     "IngestPlan",
-    "IngestionFailure",
     "display_path",
     "file_checksum",
     "file_mtime",
     "forget_files",
-    "open_failures",
     "oversize_error",
     "plan_files",
     "plan_folder",
@@ -54,15 +50,6 @@ class IngestPlan:
     def merge(self, other: IngestPlan) -> None:
         for name in self.__dataclass_fields__:
             getattr(self, name).extend(getattr(other, name))
-
-
-class IngestionFailure(msgspec.Struct):
-    """Why a file could not be ingested, the last time it failed."""
-
-    path: str  # as people see it (display_path)
-    stage: str  # the asset that failed on it
-    error: str
-    failed_at: dt.datetime
 
 
 def display_path(root: Path, file: Path) -> str:
@@ -347,10 +334,3 @@ def forget_files(conn: psycopg.Connection, uris: list[str]) -> None:
         conn.execute(query("lock_keyword_stats"))
         conn.execute(query("keyword_df_remove"), {"uris": uris})
         conn.execute(query("forget_sources"), {"uris": uris})
-
-
-def open_failures(conn: psycopg.Connection) -> list[IngestionFailure]:
-    """The files that could not be ingested and have not been since, each by its last failure.
-    Their last good version, if any, is still served; a file skipped for want of text (a blank
-    scan) is no failure."""
-    return [IngestionFailure(*row) for row in conn.execute(query("open_failures"))]

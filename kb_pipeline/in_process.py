@@ -27,6 +27,7 @@ from kb_core.generations import (
     set_state,
 )
 from kb_core.index_model import check_index_model
+from kb_core.ingestion_failures import failures_of_runs
 from kb_core.progress import report
 from kb_core.queries import query
 from kb_core.settings import Settings
@@ -48,7 +49,6 @@ from kb_pipeline.runs import (
     PartitionChanges,
     apply_partition_changes,
     fail_abandoned_runs,
-    failures_of_runs,
     partition_changes,
     partition_ranges,
     process_tags,

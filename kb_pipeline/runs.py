@@ -19,7 +19,6 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from kb_core.database import connect
 from kb_core.queries import query
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "PartitionChanges",
     "apply_partition_changes",
     "fail_abandoned_runs",
-    "failures_of_runs",
     "generation_running",
     "keys_in_runs",
     "partition_changes",
@@ -206,10 +204,3 @@ def sweep_staging(conn: psycopg.Connection, instance: dg.DagsterInstance) -> Non
             finished.append(run_id)
     if finished:
         conn.execute(query("unstage_runs"), {"run_ids": finished})
-
-
-def failures_of_runs(database_url: str, run_ids: Sequence[str]) -> dict[str, str]:
-    """The files the runs `run_ids` failed on and that have not been ingested since: the
-    error of each, by source_uri."""
-    with connect(database_url, autocommit=True) as conn:
-        return dict(conn.execute(query("failures_of_runs"), {"run_ids": list(run_ids)}))

@@ -52,7 +52,6 @@ from kb_search.operations import (
     IndexedDocument,
     IndexGeneration,
     IndexStatus,
-    OpenFailure,
     Operations,
     Serving,
 )
@@ -108,7 +107,6 @@ __all__ = [
     "Mode",
     "OfferedPassage",
     "OfferedPassages",
-    "OpenFailure",
     "Operations",
     "Original",
     "QueryLog",

@@ -12,6 +12,7 @@ from psycopg_pool import ConnectionPool
 from kb_core.generations import list_generations
 from kb_core.index_fence import follow_index_changes
 from kb_core.index_model import recorded_model
+from kb_core.ingestion_failures import IngestionFailure, open_failures
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter, ReplicaStatus
 from kb_search.search import Searcher
@@ -21,7 +22,6 @@ __all__ = [
     "IndexGeneration",
     "IndexStatus",
     "IndexedDocument",
-    "OpenFailure",
     "Operations",
     "Serving",
 ]
@@ -41,15 +41,6 @@ class IndexedDocument(msgspec.Struct):
     revision_source: str | None
     ingested_at: dt.datetime
     source_uri: str
-
-
-class OpenFailure(msgspec.Struct):
-    """A file whose last ingest failed (`kb failures`)."""
-
-    path: str
-    stage: str
-    error: str
-    failed_at: dt.datetime
 
 
 class IndexGeneration(msgspec.Struct):
@@ -101,10 +92,10 @@ class Operations:
         with self._pool.connection() as conn:
             return [IndexedDocument(*row) for row in conn.execute(query("list_documents"))]
 
-    def failures(self) -> list[OpenFailure]:
+    def failures(self) -> list[IngestionFailure]:
         """The files whose last ingest failed, with the stage and error of that failure."""
         with self._pool.connection() as conn:
-            return [OpenFailure(*row) for row in conn.execute(query("open_failures"))]
+            return open_failures(conn)
 
     def status(self) -> IndexStatus:
         """The live generation, a rebuild in progress, the index's counts and size."""

@@ -35,7 +35,7 @@ PUBLIC_NAMES = {
     "GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument", "UncitedDocument",
     "EntityCard", "EntityDocument", "EntityLink", "EntityMatch", "EntityPassage",
     "EntityRelation", "RelationEvidence",
-    "IndexCounts", "IndexGeneration", "IndexStatus", "IndexedDocument", "OpenFailure",
+    "IndexCounts", "IndexGeneration", "IndexStatus", "IndexedDocument",
     "Serving",
     # what they refuse with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",

@@ -6,8 +6,8 @@ its gate then checks whole (defs/generations/assets.py)."""
 
 import dagster as dg
 
+from kb_core.ingestion_failures import open_failures
 from kb_pipeline.access import documents_without_rule
-from kb_pipeline.catalogue import open_failures
 from kb_pipeline.defs.ingestion.assets import search_index
 from kb_pipeline.defs.resources import PostgresResource
 from kb_pipeline.integrity import graph_size, violations, violations_markdown
