@@ -24,6 +24,7 @@ from kb_core.callers import Caller
 from kb_core.migrations import prepare_database
 from kb_core.settings import Settings
 from kb_search import KnowledgeBase, open_knowledge_base
+from query_service.limits import QuestionLimit
 from query_service.mcp.server import CallerOf, CallerRefused, knowledge_server
 
 __all__ = ["run"]
@@ -88,8 +89,9 @@ async def _serve(settings: Settings, token: str, protocol: anyio.AsyncFile[str])
         knowledge_base: KnowledgeBase = await anyio.to_thread.run_sync(
             functools.partial(open_knowledge_base, settings, connections=2))
         with knowledge_base:
-            server = knowledge_server(knowledge_base, caller_of,
-                                      max_question_chars=settings.service.max_question_chars)
+            server = knowledge_server(
+                knowledge_base, caller_of,
+                question_limit=QuestionLimit(settings.service.max_question_chars))
             async with stdio_server(stdout=protocol) as (read, write):
                 await server.run(read, write, server.create_initialization_options())
     return 0

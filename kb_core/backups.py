@@ -49,7 +49,7 @@ from kb_core.query_log import purge_query_log
 from kb_core.settings import Settings
 
 __all__ = ["FORMAT", "BackupError", "NotEmbedded", "read_backup", "record_rules_reread",
-           "restore_backup", "take_backup"]
+           "restore_awaiting_rules", "restore_backup", "take_backup"]
 
 FORMAT = 1
 _MANIFEST = "manifest.json"
@@ -175,6 +175,13 @@ def restore_backup(settings: Settings, path: Path, maps: dict[str, str], step: S
         stop_embedded(settings)
     summary.update(path=str(path), seconds=round(time.monotonic() - started, 2))
     return summary
+
+
+async def restore_awaiting_rules(aconn: psycopg.AsyncConnection) -> dt.datetime | None:
+    """When a restore happened whose access rules the folder sensor has not read again yet:
+    until it has, the service is not ready (a restored index may hold revoked groups)."""
+    row = await (await aconn.execute(query("restore_awaiting_rules"))).fetchone()
+    return None if row is None else row[0]
 
 
 def record_rules_reread(conn: psycopg.Connection) -> None:

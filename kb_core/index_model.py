@@ -12,6 +12,7 @@ __all__ = [
     "check_index_model",
     "record_index_model",
     "recorded_model",
+    "recorded_model_async",
 ]
 
 INDEX_DIM = 384  # chunks.embedding is vector(384) (sql/001_schema.sql)
@@ -50,6 +51,12 @@ def check_index_model(conn: psycopg.Connection, embedder: Embedder) -> None:
             "KB_EMBEDDER back, or rebuild the index with the new model (`kb generation "
             "rebuild`, or the folder sensor under `kb up`)"
         )
+
+
+async def recorded_model_async(conn: psycopg.AsyncConnection) -> str | None:
+    """recorded_model for the service's async connections."""
+    cur = await conn.execute(_RECORDED)
+    return dict(await cur.fetchall()).get("embedding_model")
 
 
 def record_index_model(conn: psycopg.Connection, embedder: Embedder) -> None:

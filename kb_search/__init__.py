@@ -53,7 +53,6 @@ from kb_search.operations import (
     IndexGeneration,
     IndexStatus,
     Operations,
-    Serving,
 )
 from kb_search.query_log import QueryLog
 from kb_search.questions import Assessment, Questions
@@ -115,7 +114,6 @@ __all__ = [
     "RelationEvidence",
     "SearchHit",
     "SearchResult",
-    "Serving",
     "Sources",
     "Stage",
     "StagePart",

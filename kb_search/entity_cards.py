@@ -14,13 +14,13 @@ from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
 
 __all__ = [
+    "Entities",
     "EntityCard",
     "EntityDocument",
     "EntityLink",
     "EntityMatch",
     "EntityPassage",
     "EntityRelation",
-    "Entities",
     "RelationEvidence",
     "entities_in",
     "entity_card",

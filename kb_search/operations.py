@@ -1,6 +1,6 @@
 """What an operator and the doors' health checks ask of an installation: what the index holds
-(documents, failures, counts, generations), whether questions can be answered (the index's
-embedding model, a restore waiting for its access rules) and the read replicas' state."""
+(documents, failures, counts, generations), the embedding model questions are embedded with,
+and the read replicas' state."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ __all__ = [
     "IndexStatus",
     "IndexedDocument",
     "Operations",
-    "Serving",
 ]
 
 _BUILDING = ("building", "evaluating", "passed")  # a rebuild in progress
@@ -44,6 +43,8 @@ class IndexedDocument(msgspec.Struct):
 
 
 class IndexGeneration(msgspec.Struct):
+    """An index generation as `kb status` shows it: the live one, or a rebuild in progress."""
+
     id: int
     state: str
     model: str | None
@@ -51,6 +52,8 @@ class IndexGeneration(msgspec.Struct):
 
 
 class IndexCounts(msgspec.Struct):
+    """What the live index holds, and whom it shows it to."""
+
     documents: int
     chunks: int
     failures: int  # files whose last ingest failed (`kb failures`)
@@ -67,14 +70,6 @@ class IndexStatus(msgspec.Struct):
     rebuild: IndexGeneration | None
     index: IndexCounts
     size_bytes: int
-
-
-class Serving(msgspec.Struct):
-    """What readiness reads on the primary: the model questions must be embedded with, and
-    when a restore still waits for the folder sensor to read the access rules again."""
-
-    model: str
-    restored_at: dt.datetime | None
 
 
 class Operations:
@@ -116,14 +111,6 @@ class Operations:
                               waiting_for_ocr=waiting, visible_to_nobody=groups.pop("", 0),
                               groups=groups),
             size_bytes=size)
-
-    def serving(self, timeout_s: float) -> Serving:
-        """The index's model and an unfinished restore, read on the primary, waiting at most
-        `timeout_s` for a connection (psycopg's errors when the database does not answer)."""
-        with self._pool.connection(timeout=timeout_s) as conn:
-            model = recorded_model(conn) or self.configured_model
-            restored = conn.execute(query("restore_awaiting_rules")).fetchone()
-        return Serving(model=model, restored_at=None if restored is None else restored[0])
 
     def index_model(self) -> str:
         """The embedding model of the index searched: the one recorded, else the one an

@@ -24,8 +24,10 @@ from litestar.response import Response
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 from psycopg_pool import AsyncConnectionPool
 
+from kb_core.backups import restore_awaiting_rules
 from kb_core.callers import Caller
 from kb_core.embeddings import UnknownEmbedderError
+from kb_core.index_model import recorded_model_async
 from kb_core.settings import Settings
 from kb_search import Operations, open_knowledge_base
 from query_service.controllers import (
@@ -75,24 +77,27 @@ async def readyz(state: State, operations: Operations) -> Response[Readiness]:
     none is needed while the primary answers."""
     replicas = await anyio.to_thread.run_sync(operations.replica_status)
     try:
-        serving = await anyio.to_thread.run_sync(operations.serving, READY_WAIT_S)
+        # On the door's own pool, not the search pool: a service busy answering is still ready.
+        async with state.identity_pool.connection(timeout=READY_WAIT_S) as conn:
+            model = await recorded_model_async(conn) or operations.configured_model
+            restored_at = await restore_awaiting_rules(conn)
         state.database.answered()
     except (psycopg.Error, TimeoutError, OSError) as exc:
         state.database.failed()
         body = Readiness(False, False, operations.configured_model, "unknown",
                          f"database: {exc}", replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
-    if serving.restored_at is not None:
+    if restored_at is not None:
         # A rule edited since the backup was taken must narrow its documents before anyone
         # searches them (kb restore; docs/backups.md).
-        body = Readiness(False, True, serving.model, "ok", "restored from a backup at "
-                         f"{serving.restored_at}: waiting for the folder sensor to read the "
-                         "access rules again", replicas)
+        body = Readiness(False, True, model, "ok", f"restored from a backup at {restored_at}: "
+                         "waiting for the folder sensor to read the access rules again",
+                         replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     try:
-        embedder = operations.query_embedder(serving.model)
+        embedder = operations.query_embedder(model)
     except UnknownEmbedderError as exc:
-        body = Readiness(False, True, serving.model, "mismatch", str(exc), replicas)
+        body = Readiness(False, True, model, "mismatch", str(exc), replicas)
         return Response(body, status_code=HTTP_503_SERVICE_UNAVAILABLE)
     body = Readiness(True, True, embedder, "ok", replicas=replicas)
     return Response(body, status_code=HTTP_200_OK)
@@ -173,7 +178,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         state.mcp = McpEndpoint(
             state.knowledge_base,
             bearer_identity(state.identity_pool, state.jwt, state.database),
-            state.rate_limiter, max_question_chars=service.max_question_chars,
+            state.rate_limiter, question_limit=state.question_limit,
             max_body_bytes=service.max_body_bytes)
         tasks = [asyncio.create_task(state.knowledge_base.operations.follow_index_changes()),
                  asyncio.create_task(

@@ -22,6 +22,7 @@ __all__ = [
     "EXCEPTION_HANDLERS",
     "DatabaseHealth",
     "ErrorBody",
+    "QuestionTooLongError",
     "RateLimitedError",
     "ServiceError",
     "error_response",
@@ -61,6 +62,12 @@ class RateLimitedError(ServiceError):
     def __init__(self, retry_after_s: int) -> None:
         super().__init__(f"too many requests; retry in {retry_after_s} s")
         self.retry_after_s = retry_after_s
+
+
+class QuestionTooLongError(ServiceError):
+    """A question or search query longer than KB_MAX_QUESTION_CHARS (query_service/limits.py)."""
+
+    code = "question_too_long"
 
 
 class DatabaseHealth:

@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass, field
 
 from kb_core.settings import ServiceSettings
-from query_service.errors import RateLimitedError, ServiceError
+from query_service.errors import QuestionTooLongError, RateLimitedError
 
-__all__ = ["QuestionLimit", "QuestionTooLongError", "RateLimiter"]
+__all__ = ["QuestionLimit", "RateLimiter"]
 
 
 @dataclass
@@ -40,10 +40,6 @@ class RateLimiter:
                 self._buckets[caller] = (tokens, now)
                 raise RateLimitedError(math.ceil((1.0 - tokens) / rate))
             self._buckets[caller] = (tokens - 1.0, now)
-
-
-class QuestionTooLongError(ServiceError):
-    code = "question_too_long"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from kb_core.callers import Caller
 from kb_search import KnowledgeBase
 from query_service.errors import DatabaseHealth, RateLimitedError
 from query_service.identity import IdentityError, JwtVerifier, identify
-from query_service.limits import RateLimiter
+from query_service.limits import QuestionLimit, RateLimiter
 from query_service.mcp.server import CallerRefused, knowledge_server
 
 __all__ = [
@@ -83,13 +83,13 @@ class McpEndpoint:
     Streamable HTTP transport over `knowledge_server`. Serves only while `running()`."""
 
     def __init__(self, knowledge_base: KnowledgeBase, identify_caller: Identify,
-                 rate_limiter: RateLimiter, *, max_question_chars: int,
+                 rate_limiter: RateLimiter, *, question_limit: QuestionLimit,
                  max_body_bytes: int) -> None:
         self._identify = identify_caller
         self._rate_limiter = rate_limiter
         self._max_body_bytes = max_body_bytes
         server = knowledge_server(knowledge_base, verified_caller,
-                                  max_question_chars=max_question_chars)
+                                  question_limit=question_limit)
         self._sessions = StreamableHTTPSessionManager(
             app=server, stateless=True, json_response=True,
             max_request_body_size=max_body_bytes,

@@ -29,7 +29,8 @@ from pydantic import AnyUrl
 
 from kb_core.callers import Caller
 from kb_search import KnowledgeBase
-from query_service.limits import QuestionLimit, QuestionTooLongError
+from query_service.errors import QuestionTooLongError
+from query_service.limits import QuestionLimit
 from query_service.mcp import results
 from query_service.mcp.descriptions import INSTRUCTIONS, RESOURCE, TOOLS
 
@@ -167,12 +168,12 @@ def _error(text: str) -> types.CallToolResult:
 
 
 def knowledge_server(knowledge_base: KnowledgeBase, caller_of: CallerOf, *,
-                     max_question_chars: int) -> Server:
+                     question_limit: QuestionLimit) -> Server:
     """The MCP server of `knowledge_base`: every tool call and resource read asks `caller_of`
     for the verified caller of its request, whose groups alone filter what it returns."""
     server: Server = Server(SERVER_NAME, version=importlib.metadata.version("kb-search"),
                             instructions=INSTRUCTIONS)
-    tools = _KnowledgeTools(knowledge_base, QuestionLimit(max_question_chars))
+    tools = _KnowledgeTools(knowledge_base, question_limit)
     table = tools.table()
     listed = [_listed(name, tool) for name, tool in table.items()]
 

@@ -36,7 +36,6 @@ PUBLIC_NAMES = {
     "EntityCard", "EntityDocument", "EntityLink", "EntityMatch", "EntityPassage",
     "EntityRelation", "RelationEvidence",
     "IndexCounts", "IndexGeneration", "IndexStatus", "IndexedDocument",
-    "Serving",
     # what they refuse with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
@@ -97,7 +96,7 @@ def test_gaps_give_the_report():
 
 def test_operations_tell_the_installations_state():
     assert _offers(Operations) == {
-        "documents", "failures", "status", "serving", "index_model", "configured_model",
+        "documents", "failures", "status", "index_model", "configured_model",
         "query_embedder", "replica_status", "follow_index_changes"}
 
 
