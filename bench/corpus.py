@@ -21,7 +21,10 @@ groups come from the access file of its folder, drawn so that a caller can be pi
 selectivity of the group filter: every synthetic chunk is readable by all-employees; 10% also
 by `bench-10`, and 1% also by `bench-1` (the groups nest). Drawn chunk by chunk instead, as
 before 2026-12-02, a group's rows never shared a page: the worst case for reading a caller's
-passages, which no installation has.
+passages, which no installation has. With `group_sets`, each document also belongs to one of
+that many teams (`bench-team-<n>`, in turn), and documents are smaller (2-14 passages), so the
+index holds that many distinct sets of groups: the keyword statistics' worst case
+(sql/024_statistics_per_group_set.sql).
 
 The search indexes are dropped before the load and built once after it, as a rebuilt
 generation's are (one build over all the rows costs a fraction of keeping them row by row).
@@ -49,6 +52,7 @@ _ACCESS = (  # (a synthetic document's groups, share of the synthetic documents)
     ([READER, "bench-10", "bench-1"], 0.01),
 )
 _DOCUMENT_CHUNKS = (5, 35)  # a synthetic document's passages, drawn uniformly
+_TEAM_DOCUMENT_CHUNKS = (2, 14)  # with teams: enough documents for every team at 100k
 TITLE = "合成文書"  # every synthetic document's title: its file's name
 UNTITLED = "概要"  # the heading of a passage whose sample passage has none
 RUN_DOCUMENTS = 500  # documents per ingestion run: what the staging tables hold at once
@@ -182,9 +186,11 @@ def _ingest(conn, folder: Path, documents: list[tuple[Path, list[tuple[int, str]
     return chunks
 
 
-def add_synthetic_chunks(url: str, total: int, folder: Path, seed: int = 7) -> int:
+def add_synthetic_chunks(url: str, total: int, folder: Path, seed: int = 7,
+                         group_sets: int = 0) -> int:
     """Add synthetic documents, their files under `folder` (the installation's `bench/`),
-    until the index holds at least `total` chunks; return how many chunks were added.
+    until the index holds at least `total` chunks; return how many chunks were added. With
+    `group_sets`, each document is also of one of that many teams.
 
     Adding again to a larger total appends new documents (drawn with a seed of their own), so
     a benchmark can grow one index through several sizes.
@@ -223,8 +229,8 @@ def add_synthetic_chunks(url: str, total: int, folder: Path, seed: int = 7) -> i
         b = nprng.integers(0, len(bases), need)
         w = nprng.uniform(0.5, 1.0, need).astype(np.float32)
         texts = _synthetic_texts(bases, a, b, random.Random(f"{seed}/{existing}"))
-        sizes = nprng.integers(_DOCUMENT_CHUNKS[0], _DOCUMENT_CHUNKS[1] + 1,
-                               need // _DOCUMENT_CHUNKS[0] + 1)
+        low, high = _TEAM_DOCUMENT_CHUNKS if group_sets else _DOCUMENT_CHUNKS
+        sizes = nprng.integers(low, high + 1, need // low + 1)
         sizes = sizes[:np.searchsorted(np.cumsum(sizes), need) + 1]
         sizes[-1] -= sizes.sum() - need
         access = nprng.choice(len(_ACCESS), size=len(sizes), p=[share for _, share in _ACCESS])
@@ -239,6 +245,10 @@ def add_synthetic_chunks(url: str, total: int, folder: Path, seed: int = 7) -> i
         for n, (size, kind) in enumerate(zip(sizes.tolist(), access.tolist(), strict=True)):
             file = growth / str(kind) / str(n) / f"{TITLE}.md"
             file.parent.mkdir(exist_ok=True)
+            if group_sets:
+                team = [*_ACCESS[kind][0], f"bench-team-{n % group_sets}"]
+                (file.parent / ACCESS_FILE).write_text(f"groups = {json.dumps(team)}\n",
+                                                       encoding="utf-8")
             file.write_text(_markdown(texts[first:first + size]), encoding="utf-8")
             documents.append((file, [(p, " ".join(texts[p][0].split()))
                                      for p in range(first, first + size)]))

@@ -243,7 +243,7 @@ class IndexChecker:
 
         found = [f"{name}: {row}" for name in
                  ("documents_with_broken_chunks", "chunks_with_bad_embeddings", "orphan_documents",
-                  "group_sizes_drift")
+                  "keyword_statistics_drift")
                  for row in conn.execute(query(name), {"uris": None})]
         orphans = conn.execute("SELECT count(*) FROM chunks c WHERE NOT EXISTS "
                                "(SELECT 1 FROM documents d WHERE d.id = c.document_id)").fetchone()
@@ -259,7 +259,7 @@ class IndexChecker:
             elif chunks != self.expected_chunks(checksum):
                 found.append(f"{path}: its {len(chunks)} chunks are not those of version "
                              f"{self.corpus.versions[checksum][1]}")
-        drift = conn.execute(_KEYWORD_DRIFT).fetchone()[0]
+        drift = conn.execute(query("keyword_df_drift")).fetchone()[0]
         if drift:
             found.append(f"{drift} keyword statistics differ from the chunks")
         return found
@@ -286,17 +286,6 @@ class IndexChecker:
         return left
 
 
-# Rows that keyword_df and the chunks disagree on (rows at zero are kept by design).
-_KEYWORD_DRIFT = """
-WITH kept AS (SELECT term, df FROM keyword_df WHERE df <> 0),
-held AS (
-    SELECT term, df FROM (
-        SELECT lexeme AS term, count(*)::int AS df FROM chunks, unnest(keywords) GROUP BY lexeme
-        UNION ALL SELECT '', count(*)::int FROM chunks
-    ) t WHERE df <> 0
-)
-SELECT count(*) FROM ((TABLE kept EXCEPT TABLE held) UNION ALL (TABLE held EXCEPT TABLE kept)) d
-"""
 
 
 @contextmanager

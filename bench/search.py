@@ -7,7 +7,7 @@ against exhaustive scoring, at growing index sizes.
     .venv/bin/python bench/search.py --sizes 1000000 --home /tmp/kbs  # the stretch goal
     .venv/bin/python bench/search.py --sizes 100000 --ef 40,100,200   # choose ef_search
     .venv/bin/python bench/search.py --json > figures.json            # one JSON object
-    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # EXACT_SCAN_SCALE, WIDE_SHARE
+    .venv/bin/python bench/search.py --sizes 100000 --compare-plans   # the plans' limits
     .venv/bin/python bench/search.py --sizes 100000 --budgets 400,1000,4000  # MAX_CANDIDATES
 
 Builds its own installation (embedded PostgreSQL, KB_HOME under /tmp, removed afterwards
@@ -31,14 +31,14 @@ query, its informative terms, weights and phrase bonus, over every passage holdi
 terms instead of the candidates kb_search.search.MAX_CANDIDATES allows), over the questions
 matching anything. Hybrid rows have none.
 
-Plans: a caller whose groups hold at most kb_search.search.EXACT_SCAN_SCALE times the square
-root of the index's passages is searched exactly (every one of its passages compared, in both
-legs), any other through the indexes (HNSW; the keyword leg's budgeted candidates); each row
-names its plan. Under the index plan, the keyword leg's tiers check the groups of each row they
-find for a caller who may read at least kb_search.search.WIDE_SHARE of the passages, and
-intersect the groups' postings with the terms' for any other. --compare-plans times every
-caller under each of the three, side by side, which is how EXACT_SCAN_SCALE and WIDE_SHARE are
-chosen, and prints the share at which the keyword leg's two index plans cost the same.
+Plans: a caller who may read at most kb_search.search.EXACT_PASSAGES passages is searched
+exactly (every one of its passages compared, in both legs), any other through the indexes
+(HNSW; the keyword leg's budgeted candidates); each row names its plan. Under the index plan,
+the keyword leg's tiers check the groups of each row they find for a caller who may read at
+least kb_search.search.WIDE_PASSAGES passages, and intersect the groups' postings with the
+terms' for any other. --compare-plans times every caller under each of the three, side by side,
+which is how EXACT_PASSAGES and WIDE_PASSAGES are chosen, and prints the share at which the
+keyword leg's two index plans cost the same.
 
 --budgets measures the keyword leg alone under the index plan, with each candidate budget in
 turn (kb_search.search.MAX_CANDIDATES is the service's): its p50, p95 and recall@10 against
@@ -136,8 +136,8 @@ def _timed(conn, prepared, groups: list[str], mode: str, fusion, plan: Plan,  # 
         result, _ = hybrid_search(conn, question, p.vector, groups, 10,
                                   "hybrid" if mode == GRAPHLESS else mode, fusion,
                                   max_candidates=budget or MAX_CANDIDATES,
-                                  exact_scan_scale=plan.exact_scan_scale,
-                                  wide_share=plan.wide_share, beside=beside)
+                                  exact_passages=plan.exact_passages,
+                                  wide_passages=plan.wide_passages, beside=beside)
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
     return times, tops
@@ -150,8 +150,8 @@ def _keyword_scores(conn, p, groups: list[str], budget: int, plan: Plan  # noqa:
     from kb_search.search import LEG_LIMIT, hybrid_search
 
     _, evidence = hybrid_search(conn, p.plan, None, groups, LEG_LIMIT, "keyword",
-                                max_candidates=budget, exact_scan_scale=plan.exact_scan_scale,
-                                wide_share=plan.wide_share)
+                                max_candidates=budget, exact_passages=plan.exact_passages,
+                                wide_passages=plan.wide_passages)
     return sorted((e.keyword_score for e in evidence if e.keyword_score is not None),
                   reverse=True)
 
@@ -175,8 +175,9 @@ def _keyword_recall(conn, prepared, groups: list[str], plan: Plan,  # noqa: ANN0
 
 def _visible(conn, group: str) -> int:  # noqa: ANN001
     """The passages `group` may read, as the search statement counts them."""
-    return conn.execute("SELECT coalesce(sum(chunks), 0)::bigint FROM group_sizes "
-                        "WHERE group_name = %s", (group,)).fetchone()[0]
+    return conn.execute("SELECT coalesce(sum(d.df), 0)::bigint FROM keyword_df d "
+                        "JOIN group_sets s ON s.id = d.set_id "
+                        "WHERE d.term = '' AND %s = ANY(s.groups)", (group,)).fetchone()[0]
 
 
 def _percentiles(passes: list[list[float]]) -> dict[str, float]:
@@ -189,20 +190,20 @@ def _percentiles(passes: list[list[float]]) -> dict[str, float]:
 class Plan:
     """The arguments of `hybrid_search` that force one of its paths."""
 
-    exact_scan_scale: float
-    wide_share: float
+    exact_passages: int
+    wide_passages: int
 
 
 EXACT = Plan(2**62, 0)  # every passage of the caller's compared
 ROWS = Plan(-1, 0)  # through the indexes, the keyword tiers checking the groups of each row
-POSTINGS = Plan(-1, 2)  # through the indexes, the tiers intersecting the groups' postings
+POSTINGS = Plan(-1, 2**62)  # through the indexes, the tiers intersecting the groups' postings
 
 
-def _index_plan(share: float) -> Plan:
-    """The index plan the service picks for a caller who may read `share` of the passages."""
-    from kb_search.search import WIDE_SHARE
+def _index_plan(visible: int) -> Plan:
+    """The index plan the service picks for a caller who may read `visible` passages."""
+    from kb_search.search import WIDE_PASSAGES
 
-    return ROWS if share >= WIDE_SHARE else POSTINGS
+    return ROWS if visible >= WIDE_PASSAGES else POSTINGS
 
 
 # --compare-plans times the exact plan for callers up to this many times the threshold: far
@@ -210,15 +211,15 @@ def _index_plan(share: float) -> Plan:
 COMPARE_REACH = 4
 
 
-def _plans(compare: bool, visible: int, total: int) -> list[Plan]:
-    """The plans to time: the one the service picks for a caller who may read `visible` of the
-    index's `total` passages, or every plan within reach."""
-    from kb_search.search import EXACT_SCAN_SCALE
+def _plans(compare: bool, visible: int) -> list[Plan]:
+    """The plans to time: the one the service picks for a caller who may read `visible`
+    passages, or every plan within reach."""
+    from kb_search.search import EXACT_PASSAGES
 
-    threshold = EXACT_SCAN_SCALE * total**0.5
     if compare:
-        return [EXACT, ROWS, POSTINGS] if visible <= COMPARE_REACH * threshold else [ROWS, POSTINGS]
-    return [EXACT if visible <= threshold else _index_plan(visible / total)]
+        return ([EXACT, ROWS, POSTINGS] if visible <= COMPARE_REACH * EXACT_PASSAGES
+                else [ROWS, POSTINGS])
+    return [EXACT if visible <= EXACT_PASSAGES else _index_plan(visible)]
 
 
 def _plan_name(mode: str, plan: Plan, visible: int, ef: int) -> str:
@@ -242,7 +243,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
     from kb_search.search import MAX_CANDIDATES, MODES, pooled_search_connection
 
     rows = []
-    # --compare-plans: the keyword leg's p50 under each index plan by share, for WIDE_SHARE (the
+    # --compare-plans: the keyword leg's p50 under each index plan by share, for WIDE_PASSAGES (the
     # leg does not depend on ef_search: the last one's figure stands)
     arms: dict[Plan, dict[float, float]] = {}
     with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as beside:
@@ -257,7 +258,7 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
             visible = _visible(conn, group)
             share = visible / total
             truth = [_exact_top(conn, p.vector, [group], 10) for p in prepared[:recall_n]]
-            plans = _plans(compare, visible, total)
+            plans = _plans(compare, visible)
             keyword_recall: dict[Plan, float | None] = {}
             for plan in plans:  # ROWS before POSTINGS
                 if plan == POSTINGS and ROWS in plans:
@@ -315,7 +316,8 @@ def _crossover(rows: list[tuple[float, float]], postings: list[tuple[float, floa
     callers): between the two shares where the cheaper one changes, checking each row costs
     a + b / share (the rows a caller may not read are fetched and passed over) and intersecting
     the postings c + d * share (the postings read grow with the caller's passages), each
-    through its two points. kb_search.search.WIDE_SHARE is this."""
+    through its two points. kb_search.search.WIDE_PASSAGES is this share of the index's
+    passages."""
     both = sorted((s, r, p) for (s, r), (_, p) in zip(sorted(rows), sorted(postings),
                                                         strict=True))
     for (s1, r1, p1), (s2, r2, p2) in itertools.pairwise(both):
@@ -329,10 +331,10 @@ def _crossover(rows: list[tuple[float, float]], postings: list[tuple[float, floa
                     else b / (c - a))
             return (f"keyword leg p50 between shares {s1:.3f} and {s2:.3f}: checking each row "
                     f"{a:.1f} + {b:.2f} / share ms, intersecting the postings {c:.1f} + {d:.1f}"
-                    f" * share ms; they meet at share {meet:.2f} (WIDE_SHARE)")
+                    f" * share ms; they meet at share {meet:.2f} (WIDE_PASSAGES)")
     cheaper = "checking each row" if both[-1][1] < both[-1][2] else "intersecting the postings"
     return (f"keyword leg p50: {cheaper} is the cheaper at every share timed "
-            f"({', '.join(f'{s:.3f}: {r} against {p} ms' for s, r, p in both)}) (WIDE_SHARE)")
+            f"({', '.join(f'{s:.3f}: {r} against {p} ms' for s, r, p in both)}) (WIDE_PASSAGES)")
 
 
 def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa: ANN001
@@ -353,7 +355,7 @@ def keyword_budgets(url: str, size: int, prepared: list, recall_n: int,  # noqa:
               f"{'recall@10':>9}", file=out, flush=True)
         for group in SELECTIVITY_GROUPS:
             visible = _visible(conn, group)
-            plan = _index_plan(visible / total)
+            plan = _index_plan(visible)
             recall = _keyword_recall(conn, prepared[:recall_n], [group], plan, budgets)
             for budget in budgets:
                 _timed(conn, prepared, [group], "keyword", PLAIN, plan, budget)  # warm-up
@@ -391,10 +393,13 @@ def main() -> None:
                         help="time every caller under every plan (exact, for callers within "
                         f"{COMPARE_REACH} times its threshold, and the index plan with each way "
                         "of checking groups), not only the one the service picks "
-                        "(kb_search.search.EXACT_SCAN_SCALE, WIDE_SHARE)")
+                        "(kb_search.search.EXACT_PASSAGES, WIDE_PASSAGES)")
     parser.add_argument("--budgets", default="",
                         help="comma-separated keyword candidate budgets: measure the keyword "
                         "leg's recall/latency trade-off under the index plan instead")
+    parser.add_argument("--group-sets", type=int, default=0,
+                        help="give each synthetic document one of this many teams as well, so "
+                        "the index holds as many distinct sets of groups (bench/corpus.py)")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as one JSON object (progress to stderr)")
     args = parser.parse_args()
@@ -409,9 +414,9 @@ def main() -> None:
     from kb_search.fusion import fusion_for
     from kb_search.search import (
         EF_SEARCH,
-        EXACT_SCAN_SCALE,
+        EXACT_PASSAGES,
         MAX_CANDIDATES,
-        WIDE_SHARE,
+        WIDE_PASSAGES,
         Searcher,
     )
     from kb_search.synonyms import Synonyms
@@ -422,7 +427,7 @@ def main() -> None:
     budgets = [int(x) for x in args.budgets.split(",") if x]
     print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; MAX_CANDIDATES {MAX_CANDIDATES}; "
-          f"EXACT_SCAN_SCALE {EXACT_SCAN_SCALE}; WIDE_SHARE {WIDE_SHARE}",
+          f"EXACT_PASSAGES {EXACT_PASSAGES}; WIDE_PASSAGES {WIDE_PASSAGES}",
           file=out, flush=True)
     try:
         url = database_url(settings)
@@ -440,7 +445,7 @@ def main() -> None:
         rows = []
         for size in sorted(int(s) for s in args.sizes.split(",")):
             started = time.perf_counter()
-            if add_synthetic_chunks(url, size, home / "bench"):
+            if add_synthetic_chunks(url, size, home / "bench", group_sets=args.group_sets):
                 print(f"grown to {size} chunks in {time.perf_counter() - started:.0f} s",
                       file=out, flush=True)
             if budgets:

@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
-GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "group_sizes",
+GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "group_sets",
                      "index_settings", "staged_documents", "learned_facts", "mentions",
                      "relations")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
@@ -200,8 +200,8 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "CREATE TRIGGER documents_learned_facts AFTER INSERT OR UPDATE OR DELETE "
             "ON {}.documents FOR EACH STATEMENT "
             "EXECUTE FUNCTION public.learned_facts_follow_documents()").format(new))
-        # Its group sizes follow its chunks (sql/011_group_sizes.sql).
-        conn.execute("SELECT count_group_chunks_of(%s)", (schema_of(new_id),))
+        # Its keyword statistics follow its chunks (sql/024_statistics_per_group_set.sql).
+        conn.execute("SELECT count_passage_terms_of(%s)", (schema_of(new_id),))
         # Its search indexes (the HNSW graph, the GIN indexes of keywords and groups) are
         # built once over all its rows before its evaluation (build_search_indexes): kept
         # up to date row by row while every document is written, they cost most of a build.
@@ -354,7 +354,6 @@ def _switch(conn: psycopg.Connection, generation_id: int, version: str, access: 
         conn.execute(sql.SQL("SET LOCAL search_path = {}, public").format(schema))
         forgotten = [row[0] for row in conn.execute(query("generation_forgotten"))]
         if forgotten:
-            conn.execute(query("keyword_df_remove"), {"uris": forgotten})
             conn.execute(query("delete_documents"), {"uris": forgotten})
         conn.execute(query("generation_copy_access"))
         for uri, indexed_groups, indexed_rule in conn.execute(

@@ -318,7 +318,7 @@ def _regroup(
         access_groups, access_rule = access.groups, access.rule
     if tuple(sorted(groups)) != access_groups or rule != access_rule:
         with conn.transaction():
-            conn.execute(query("lock_keyword_stats"))  # it changes the groups' sizes
+            conn.execute(query("lock_keyword_stats"))  # it moves the keyword statistics
             conn.execute(
                 query("regroup_document"),
                 {"uri": str(file), "groups": list(access_groups), "rule": access_rule},
@@ -327,10 +327,10 @@ def _regroup(
 
 
 def forget_files(conn: psycopg.Connection, uris: list[str]) -> None:
-    """Remove deleted files from the index, the catalogue, staging and the term statistics."""
+    """Remove deleted files from the index (and so from its keyword statistics), the catalogue
+    and staging."""
     if not uris:
         return
     with conn.transaction():
         conn.execute(query("lock_keyword_stats"))
-        conn.execute(query("keyword_df_remove"), {"uris": uris})
         conn.execute(query("forget_sources"), {"uris": uris})

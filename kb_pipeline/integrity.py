@@ -15,13 +15,14 @@ __all__ = ["INTEGRITY", "GraphSize", "graph_size", "integrity_violations", "viol
 _ROWS = {
     "chunks_with_bad_embeddings": "document, chunk",
     "documents_with_broken_chunks": "document, chunks, positions, last position, groups differ",
-    "group_sizes_drift": "group, recorded, counted",
+    "keyword_statistics_drift": "groups, recorded, counted",
     "orphan_documents": "document",
     "broken_graph": "document, chunk, reference or entity",
 }
 # What a rebuilt generation is checked for whole, at its gate. Not orphans: its publication
 # drops the documents whose files left the catalogue while it was built.
-INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks", "group_sizes_drift",
+INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks",
+             "keyword_statistics_drift",
              "broken_graph")
 
 

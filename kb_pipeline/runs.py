@@ -54,8 +54,9 @@ GENERATION_TAG = "kb/generation"
 
 # Enough to amortise a run's start-up; few enough that a crashed run redoes little.
 MAX_CHANGED_PER_RUN = 200
-# A rebuild's runs take more: each also counts every group's passages in the generation (the
-# group_sizes check; ~3 s at 1M passages), and nobody waits for one of its documents.
+# A rebuild's runs take more: each also counts the passages of every set of groups in the
+# generation (the keyword statistics check; ~3 s at 1M passages), and nobody waits for one of
+# its documents.
 MAX_REBUILT_PER_RUN = 1000
 
 # The process that executes a run in-process, so a later `kb ingest` or sensor tick can tell a

@@ -539,7 +539,6 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
         document_id, created = row
         conn.execute(query("record_content"), params)
         if not created:  # a new document (a rebuild's every one) has nothing to take out
-            conn.execute(query("keyword_df_remove"), {"uris": [params["uri"]]})
             conn.execute(query("delete_chunks"), {"document_id": document_id})
         vectors = conn.execute(
             query("insert_chunks"), {**params, "document_id": document_id}
@@ -554,7 +553,6 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
                 f"only {vectors} of {views} embedding views had vectors; not indexed",
                 checksum,
             )
-        conn.execute(query("keyword_df_add"), {"document_id": document_id})
         conn.execute(query("resolve_failures"), params)
         conn.execute(query("unstage"), params)
     return chunks

@@ -46,7 +46,7 @@ def graph_leg(conn: psycopg.Connection, entities: list[Entity], things: list[str
     keys += [key for key in things if key not in keys]
     if not keys:
         return []
-    readable = max(readable, 1.0)  # group sizes that drifted low (a failed check) divide by 0
+    readable = max(readable, 1.0)  # statistics that drifted low (a failed check) divide by 0
     rows = conn.execute(query("graph_leg"), {
         "entities": keys, "groups": groups, "hub": HUB, "fanout": FANOUT, "exact": exact},
         prepare=True)

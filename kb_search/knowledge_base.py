@@ -10,6 +10,7 @@ primary); the query log, feedback, corrections and the operator's reads use the 
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 import msgspec
 import psycopg
@@ -24,7 +25,7 @@ from kb_search.answerers import Passage, make_answerer
 from kb_search.answerers.prompt import document_block
 from kb_search.asking import Asker, AskResult
 from kb_search.corrections import Corrections
-from kb_search.entity_cards import Entities
+from kb_search.entity_cards import Entities, EntityCard
 from kb_search.gap_report import Gaps
 from kb_search.operations import Operations
 from kb_search.query_log import QueryLog
@@ -37,6 +38,8 @@ from kb_search.synonyms import Synonyms
 __all__ = ["KnowledgeBase", "open_knowledge_base", "public", "quoted_passage"]
 
 log = logging.getLogger(__name__)
+# What leaves the installation naming documents.
+_Shown = TypeVar("_Shown", AskResult, SearchResult, EntityCard)
 
 # The longest a request waits for a pooled connection while the database is up (then it fails:
 # 503 over HTTP).
@@ -145,12 +148,15 @@ def _pools(settings: Settings, connections: int,
     return pool, replicas
 
 
-def public(result: AskResult | SearchResult) -> AskResult | SearchResult:
+def public(result: _Shown) -> _Shown:
     """The result with documents named by their path, never the server's file path: what
-    leaves the installation (HTTP) shows."""
+    leaves the installation (HTTP, MCP) shows."""
     if isinstance(result, SearchResult):
         hits = [msgspec.structs.replace(h, source_uri=h.path) for h in result.hits]
         return msgspec.structs.replace(result, hits=hits)
+    if isinstance(result, EntityCard):
+        documents = [msgspec.structs.replace(d, source_uri=d.path) for d in result.documents]
+        return msgspec.structs.replace(result, documents=documents)
     citations = [msgspec.structs.replace(c, source_uri=c.path) for c in result.citations]
     return msgspec.structs.replace(result, citations=citations)
 

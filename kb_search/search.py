@@ -58,28 +58,30 @@ EF_SEARCH = 400
 # a constant of sql/queries/search.sql, and keeps each chunk once (25 for the median question
 # on the samples' index, whose long chunks have several views).
 LEG_LIMIT = 50
-# A caller whose groups hold at most EXACT_SCAN_SCALE * sqrt(passages in the index) passages is
-# searched exactly: each of its passages compared in the vector leg, each holding an informative
-# term scored in the keyword leg (sql/queries/search.sql). The exact plan's cost grows with the
-# caller's passages v, the index plan's with how far HNSW walks past passages it may not read,
-# i.e. with total / v: they meet where v is proportional to sqrt(total). bench/search.py
-# --compare-plans, vector leg p50: at 100k chunks as fast as the index plan for 1,000 and 3,000
-# passages, 2.2 times slower for 10,000 (so 5,000, about 16 * sqrt(100k)); at 1M chunks (its
-# timing, 40 questions), hybrid p50 120 ms exact against 311 ms index for 10,000 passages, 2.8 s
-# against 143 ms for 100,000.
-EXACT_SCAN_SCALE = 16
-# The keyword leg's tiers check the groups of a caller who may read at least this share of the
-# passages on each row their terms find, and intersect the groups' postings with the terms'
-# for any other (sql/queries/search.sql). The first costs about a + b / share, the second
-# c + d * share; bench/search.py --compare-plans times both for each caller and says where they
-# meet. At 1M chunks, since the index on keywords and groups (sql/014), keyword leg p50:
-# checking each row 26.4 ms for the caller who may read every passage and 65.0 for a tenth;
-# intersecting 33.4 and 22.7: they meet at 0.63. At 100k intersecting is the cheaper at every
-# share timed (14.7 against 16.4 ms for every passage). Before sql/014, at 100k, they met at
-# 0.27 (this was 0.3).
-WIDE_SHARE = 0.6
+# A caller who may read at most EXACT_PASSAGES passages is searched exactly: each of its
+# passages compared in the vector leg, each holding an informative term scored in the keyword
+# leg (sql/queries/search.sql). The exact plan's cost grows with the caller's passages v, the
+# index plan's with how far HNSW walks past passages it may not read, i.e. with total / v: they
+# meet where v is proportional to sqrt(total). bench/search.py --compare-plans, vector leg p50:
+# at 100k chunks as fast as the index plan for 1,000 and 3,000 passages, 2.2 times slower for
+# 10,000; at 1M chunks (its timing, 40 questions), hybrid p50 120 ms exact against 311 ms index
+# for 10,000 passages, 2.8 s against 143 ms for 100,000. The plan is chosen by the caller's own
+# passages alone, so that nobody's documents but its own choose it (docs/security.md): this is
+# the meeting point at 100k (16 * sqrt(100k)); at 1M a caller of 5,000 to 16,000 passages takes
+# the index plan, where the exact one was the faster.
+EXACT_PASSAGES = 5_000
+# The keyword leg's tiers check the groups of a caller who may read at least this many passages
+# on each row their terms find, and intersect the groups' postings with the terms' for any
+# other (sql/queries/search.sql). The first costs about a + b / share, the second c + d * share;
+# bench/search.py --compare-plans times both for each caller and says where they meet. At 1M
+# chunks, since the index on keywords and groups (sql/014), keyword leg p50: checking each row
+# 26.4 ms for the caller who may read every passage and 65.0 for a tenth; intersecting 33.4 and
+# 22.7: they meet at a share of 0.63, 630,000 passages. At 100k intersecting is the cheaper at
+# every share timed (14.7 against 16.4 ms for every passage). Counted in passages, as the exact
+# plan is; both plans take the same candidates, so this only moves the time.
+WIDE_PASSAGES = 630_000
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
-MAX_SHARE = 0.3  # a term in more than this share of all chunks is not informative
+MAX_SHARE = 0.3  # a term in more than this share of the caller's chunks is not informative
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
 # candidates took the keyword leg's p50 to ~50 ms, 400 kept it near 15 ms; since tsvectors are
 # kept inside their rows (sql/006_inline_keywords.sql) a candidate costs ~16 µs (reading its
@@ -169,26 +171,32 @@ def hybrid_search(
     k: int = 10,
     mode: Mode = "hybrid",
     fusion: Fusion = PLAIN,
-    max_candidates: int = MAX_CANDIDATES,
-    exact_scan_scale: float = EXACT_SCAN_SCALE,
-    wide_share: float = WIDE_SHARE,
+    max_candidates: int | None = None,
+    exact_passages: int | None = None,
+    wide_passages: int | None = None,
     beside: psycopg.Connection | None = None,
 ) -> tuple[SearchResult, list[Evidence]]:
     """The top `k` passages the caller's groups may see, best first, with their evidence; the
     legs fused as `fusion` weighs them. Given a second connection to the same server `beside`,
     the vector leg runs on it while the keyword leg runs on `conn`. bench/search.py lifts
     `max_candidates` to score every passage holding an informative term, against which the
-    keyword leg's candidates are measured, and moves `exact_scan_scale` and `wide_share` to
-    time every plan for one caller."""
+    keyword leg's candidates are measured, and moves `exact_passages` and `wide_passages` to
+    time every plan for one caller. Every figure that weighs or plans is counted over the
+    caller's passages (search_scope)."""
     started = time.perf_counter()
+    # Read here, not bound as defaults: the non-interference tests move them to reach every
+    # plan on a small corpus (tests/integration/test_non_interference.py).
+    max_candidates = MAX_CANDIDATES if max_candidates is None else max_candidates
+    exact_passages = EXACT_PASSAGES if exact_passages is None else exact_passages
+    wide_passages = WIDE_PASSAGES if wide_passages is None else wide_passages
     use_vector = mode in ("hybrid", "vector") and query_vector is not None
     use_keyword = mode in ("hybrid", "keyword")
     use_graph = mode in ("hybrid", "graph")
     terms = plan.terms
     with conn.transaction():
         conn.execute(_ONE_PLAN)
-        total, share, exact, things = conn.execute(query("search_scope"), {
-            "groups": groups, "exact_scan_scale": exact_scan_scale,
+        readable, sets, complement, exact, things = conn.execute(query("search_scope"), {
+            "groups": groups, "exact_passages": exact_passages,
             "names": "\x1f".join(plan.names if use_graph else [])}, prepare=True).fetchone()
         keyword_params = {
             "terms": [t.term for t in terms],
@@ -196,9 +204,10 @@ def hybrid_search(
             "prefixes": [t.prefix for t in terms],
             "phrase_ids": [t.phrase for t in terms],
             "phrases": plan.phrases,
-            "groups": groups, "total": total, "share": share, "exact": exact,
-            "max_terms": MAX_TERMS, "max_share": MAX_SHARE, "max_candidates": max_candidates,
-            "wide_share": wide_share, "code_query": plan.code_query, "leg_limit": LEG_LIMIT,
+            "groups": groups, "readable": readable, "sets": sets, "complement": complement,
+            "exact": exact, "max_terms": MAX_TERMS, "max_share": MAX_SHARE,
+            "max_candidates": max_candidates, "wide_passages": wide_passages,
+            "code_query": plan.code_query, "leg_limit": LEG_LIMIT,
         }
         vector_params = {"query_vector": query_vector, "groups": groups, "exact": exact,
                          "code_query": plan.code_query, "vector_limit": LEG_LIMIT}
@@ -220,7 +229,7 @@ def hybrid_search(
                 vector = _rows(conn, "vector_leg", vector_params)
             if use_keyword:
                 keyword = _rows(conn, "keyword_leg", keyword_params)
-        graph = graph_leg(conn, plan.entities, things, groups, total * share, exact,
+        graph = graph_leg(conn, plan.entities, things, groups, readable, exact,
                           LEG_LIMIT) if use_graph else []
         chosen = fuse(vector, keyword, graph, fusion, plan.keyword_weight, k)
         shown = {row[0]: row for row in _rows(

@@ -39,6 +39,7 @@ from query_service.controllers import (
 )
 from query_service.dependencies import provide_operations
 from query_service.errors import EXCEPTION_HANDLERS, DatabaseHealth, json_not_found
+from query_service.hostile_input import nul_free_parameters
 from query_service.identity import JwtSettings, JwtVerifier
 from query_service.limits import QuestionLimit, RateLimiter
 from query_service.mcp.http import McpEndpoint, bearer_identity, mcp_lifespan, mcp_mount
@@ -202,6 +203,7 @@ def create_app(settings: Settings, dev_user: Caller | None = None, port: int = 8
         lifespan=[lifespan, mcp_lifespan],
         allowed_hosts=_allowed_hosts(service.public_url, port if dev_user else None),
         exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[nul_free_parameters],
         after_request=json_not_found,
         request_max_body_size=service.max_body_bytes,
         openapi_config=OpenAPIConfig(

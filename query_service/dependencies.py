@@ -16,6 +16,7 @@ from litestar.typing import FieldDefinition
 from kb_core.callers import Caller
 from kb_search import Corrections, Entities, Gaps, Operations, QueryLog, Questions, Sources
 from query_service.errors import ServiceError
+from query_service.hostile_input import MAX_JSON_DEPTH, nested_too_deep
 from query_service.sessions import WebSession
 
 if TYPE_CHECKING:
@@ -115,6 +116,9 @@ class ExactBody(AbstractDTO):
 
     def decode_bytes(self, value: bytes) -> msgspec.Struct:
         body = self.asgi_connection.route_handler.parsed_data_field.annotation
+        if nested_too_deep(value):
+            raise ServiceError(f"invalid request body: JSON nested deeper than {MAX_JSON_DEPTH} "
+                               f"arrays and objects")
         try:
             return msgspec.convert(_integral(msgspec.json.decode(value)), body)
         except msgspec.DecodeError as exc:  # malformed JSON, or not what the schema states

@@ -12,6 +12,7 @@ from litestar.params import Body, KwargDefinition, Parameter
 
 from kb_core.read_routing import ReplicaStatus
 from kb_search import MAX_PASSAGES, CorrectionForReview
+from query_service.hostile_input import storable
 
 __all__ = [
     "BEARER",
@@ -57,14 +58,12 @@ ChunkId = Annotated[int, msgspec.Meta(ge=1, le=MAX_ID), KwargDefinition(ge=1, le
 
 
 class RequestBody(msgspec.Struct, forbid_unknown_fields=True):
-    """A request's body. Its texts arrive as PostgreSQL can store them: NUL, which JSON allows
-    and PostgreSQL text cannot hold (a search or a logged question holding one failed with a
-    500), becomes U+FFFD, as any undecodable input does."""
+    """A request's body. Its texts arrive as PostgreSQL can store them (hostile_input.py)."""
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
-            if isinstance(value := getattr(self, name), str) and "\x00" in value:
-                setattr(self, name, value.replace("\x00", "\ufffd"))
+            if isinstance(value := getattr(self, name), str):
+                setattr(self, name, storable(value))
 
 
 class SearchRequest(RequestBody):

@@ -15,7 +15,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import Parameter
 
 from kb_core.callers import Caller
-from kb_search import Entities, EntityCard, EntityMatch
+from kb_search import Entities, EntityCard, EntityMatch, public
 from query_service.dependencies import provide_caller, provide_entities
 from query_service.errors import ERROR_RESPONSES, error_response, refuse_unknown_query
 from query_service.guards import requires_caller
@@ -57,4 +57,4 @@ class EntitiesController(Controller):
         card = await anyio.to_thread.run_sync(entities.card, caller, entity_id)
         if card is None:
             raise NotFoundException("no such entity")
-        return card
+        return public(card)

@@ -24,11 +24,13 @@ from litestar import Litestar, asgi
 from litestar.types import Message, Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import PARSE_ERROR
 from psycopg_pool import AsyncConnectionPool
 
 from kb_core.callers import Caller
 from kb_search import KnowledgeBase
 from query_service.errors import DatabaseHealth, RateLimitedError
+from query_service.hostile_input import MAX_JSON_DEPTH, nested_too_deep
 from query_service.identity import IdentityError, JwtVerifier, identify
 from query_service.limits import QuestionLimit, RateLimiter
 from query_service.mcp.server import CallerRefused, knowledge_server
@@ -137,6 +139,14 @@ class McpEndpoint:
             await _refuse(send, 413, "request_too_large",
                           f"request body larger than {self._max_body_bytes} bytes")
             return
+        if nested_too_deep(b"".join(message.get("body", b"") for message in body)):
+            # As the SDK answers JSON it cannot parse; its parser would recurse until a 500.
+            await _send_json(send, 400, {
+                "jsonrpc": "2.0", "id": "server-error", "error": {
+                    "code": PARSE_ERROR,
+                    "message": f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH} arrays "
+                               f"and objects"}})
+            return
         await self._sessions.handle_request({**scope, CALLER_SCOPE_KEY: caller},
                                             _replay(body, receive), send)
 
@@ -174,7 +184,12 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
 async def _refuse(send: Send, status: int, code: str, detail: str,
                   headers: dict[str, str] | None = None) -> None:
     """The service's error body, {"error", "detail"} (query_service/errors.py)."""
-    body = msgspec.json.encode({"error": code, "detail": detail})
+    await _send_json(send, status, {"error": code, "detail": detail}, headers)
+
+
+async def _send_json(send: Send, status: int, content: dict,
+                     headers: dict[str, str] | None = None) -> None:
+    body = msgspec.json.encode(content)
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})

@@ -30,6 +30,7 @@ from pydantic import AnyUrl
 from kb_core.callers import Caller
 from kb_search import KnowledgeBase
 from query_service.errors import QuestionTooLongError
+from query_service.hostile_input import storable
 from query_service.limits import QuestionLimit
 from query_service.mcp import results
 from query_service.mcp.descriptions import INSTRUCTIONS, RESOURCE, TOOLS
@@ -109,7 +110,7 @@ class _KnowledgeTools:
         return results.document_passages_of(view)
 
     async def entity(self, caller: Caller, args: results.EntityArguments) -> results.EntityFound:
-        name = _storable(args.name)
+        name = storable(args.name)
 
         def found() -> results.EntityFound:
             matches = self.kb.entities.find(caller, name)
@@ -120,7 +121,7 @@ class _KnowledgeTools:
 
     async def feedback(self, caller: Caller,
                        args: results.FeedbackArguments) -> results.FeedbackReceipt:
-        comment = None if args.comment is None else _storable(args.comment)
+        comment = None if args.comment is None else storable(args.comment)
         found = await anyio.to_thread.run_sync(
             self.kb.query_log.feedback, caller, str(uuid.UUID(args.query_id)), args.helpful,
             comment)
@@ -139,12 +140,7 @@ class _KnowledgeTools:
         return "\n".join(p.passage for p in results.document_passages_of(view).passages)
 
     def _checked(self, text: str, field: str) -> str:
-        return _storable(self.question_limit.check(text, field))
-
-
-def _storable(text: str) -> str:
-    # PostgreSQL text cannot hold NUL, which JSON allows (query_service/schemas.py, RequestBody).
-    return text.replace("\x00", "\ufffd")
+        return storable(self.question_limit.check(text, field))
 
 
 def _listed(name: str, tool: _Tool) -> types.Tool:

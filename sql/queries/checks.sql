@@ -32,15 +32,45 @@ HAVING count(c.id) = 0
     OR bool_or(c.allowed_groups IS DISTINCT FROM d.allowed_groups)
 LIMIT 20;
 
--- name: group_sizes_drift
--- Groups whose recorded number of passages (group_sizes) differs from the chunks they may
--- read: searches would plan by a wrong size.
-SELECT coalesce(s.group_name, c.group_name), coalesce(s.chunks, 0), coalesce(c.chunks, 0)
-FROM group_sizes s
-FULL JOIN (SELECT g AS group_name, count(*) AS chunks FROM chunks, unnest(allowed_groups) g
-           GROUP BY g) c ON c.group_name = s.group_name
-WHERE coalesce(s.chunks, 0) <> coalesce(c.chunks, 0)
+-- name: keyword_statistics_drift
+-- Sets of groups whose recorded number of passages (keyword_df's term '', per set; set 0, every
+-- set, named by NULL) differs from the chunks that hold them: searches would weigh terms and
+-- choose their plan by a wrong count (sql/024_statistics_per_group_set.sql).
+WITH counted AS (
+    SELECT canonical_groups(allowed_groups) AS groups, count(*) AS chunks FROM chunks GROUP BY 1
+), recorded AS (
+    SELECT s.groups, d.df AS chunks
+    FROM keyword_df d JOIN group_sets s ON s.id = d.set_id WHERE d.term = ''
+)
+SELECT coalesce(r.groups, c.groups), coalesce(r.chunks, 0), coalesce(c.chunks, 0)
+FROM recorded r FULL JOIN counted c ON c.groups = r.groups
+WHERE coalesce(r.chunks, 0) <> coalesce(c.chunks, 0)
+UNION ALL
+SELECT NULL, coalesce((SELECT df FROM keyword_df WHERE term = '' AND set_id = 0), 0),
+       (SELECT count(*) FROM chunks)
+WHERE coalesce((SELECT df FROM keyword_df WHERE term = '' AND set_id = 0), 0)
+      <> (SELECT count(*) FROM chunks)
 LIMIT 20;
+
+-- name: keyword_df_drift
+-- How many rows of keyword_df and the chunks disagree on, per set of groups and for every set
+-- (set 0, named '{*}' here; rows at zero are kept by design). Every term of every passage: for
+-- tests and bench/crash.py, too slow for a check at 1M passages.
+WITH kept AS (
+    SELECT coalesce(s.groups, '{*}') AS groups, d.term, d.df
+    FROM keyword_df d LEFT JOIN group_sets s ON s.id = d.set_id WHERE d.df <> 0
+),
+passages AS (SELECT canonical_groups(allowed_groups) AS groups, keywords FROM chunks),
+held AS (
+    SELECT groups, term, df FROM (
+        SELECT groups, lexeme AS term, count(*)::int AS df FROM passages, unnest(keywords)
+        GROUP BY 1, 2
+        UNION ALL SELECT groups, '', count(*)::int FROM passages GROUP BY 1
+        UNION ALL SELECT '{*}', lexeme, count(*)::int FROM passages, unnest(keywords) GROUP BY 2
+        UNION ALL SELECT '{*}', '', count(*)::int FROM passages
+    ) t WHERE df <> 0
+)
+SELECT count(*) FROM ((TABLE kept EXCEPT TABLE held) UNION ALL (TABLE held EXCEPT TABLE kept)) d;
 
 -- name: orphan_documents
 -- Indexed documents whose file is no longer in the catalogue of watched files, of the

@@ -216,34 +216,9 @@ WHERE source_uri = ANY(%(uris)s) AND resolved_at IS NULL AND NOT skipped
 ORDER BY source_uri, failed_at DESC;
 
 -- name: lock_keyword_stats
--- Index writers serialize on keyword_df: two documents sharing terms would otherwise deadlock.
+-- Index writers serialize on the keyword statistics, which their chunks' triggers keep
+-- (sql/024_statistics_per_group_set.sql): two documents sharing terms would otherwise deadlock.
 SELECT pg_advisory_xact_lock(72190002);
-
--- name: keyword_df_remove
--- Take the chunks of documents out of the term statistics (before they are deleted).
-WITH gone AS (
-    SELECT u.lexeme AS term, count(*) AS n
-    FROM chunks c JOIN documents d ON d.id = c.document_id, unnest(c.keywords) u
-    WHERE d.source_uri = ANY(%(uris)s)
-    GROUP BY u.lexeme
-    UNION ALL
-    SELECT '', count(*) FROM chunks c JOIN documents d ON d.id = c.document_id
-    WHERE d.source_uri = ANY(%(uris)s)
-)
-UPDATE keyword_df k SET df = k.df - gone.n FROM gone WHERE k.term = gone.term;
-
--- name: keyword_df_add
-INSERT INTO keyword_df (term, df)
-SELECT term, n FROM (
-    SELECT u.lexeme AS term, count(*) AS n
-    FROM chunks c, unnest(c.keywords) u
-    WHERE c.document_id = %(document_id)s
-    GROUP BY u.lexeme
-    UNION ALL
-    SELECT '', count(*) FROM chunks WHERE document_id = %(document_id)s
-) t
-ORDER BY term
-ON CONFLICT (term) DO UPDATE SET df = keyword_df.df + EXCLUDED.df;
 
 -- name: staging_runs
 SELECT DISTINCT run_id FROM staged_documents;

@@ -1,26 +1,37 @@
 -- name: search_scope
--- How many passages the caller may read, by its groups' sizes (sql/011_group_sizes.sql): a
--- passage readable by two of its groups counts twice, so the figure errs high, never low.
--- Few enough of them, and both legs compare every one (kb_search/search.py, EXACT_SCAN_SCALE).
--- keyword_df's row '' holds the number of passages in the index.
+-- What the caller may read, counted by the keyword statistics of the sets of groups its groups
+-- meet (sql/024_statistics_per_group_set.sql), so that nothing it may not read moves a figure
+-- (docs/security.md): `readable`, its passages; `sets` and `complement`, how the keyword leg
+-- sums a term's figures: over `sets`, the sets met, or from set 0 (every set) less `sets`, the
+-- sets not met, whichever reads fewer rows. Few enough passages, and both legs compare every
+-- one (`exact`; kb_search/search.py, EXACT_PASSAGES).
 -- And which of the question's names (kb_core.entities.name_candidates) are entities known by
 -- name alone (the LLM extractor's `thing`s, kb_pipeline/graph_llm.py) that one of the
 -- caller's passages names, for the graph leg to start from: asked here, through an index of
 -- those alone (sql/023), it costs a search no round trip (a statement of its own took 0.4 ms
 -- of every search at 100k passages), and without the extractor no lookup. The names come as
 -- one string, separated by chr(31): as a list, psycopg took 0.4 ms to send 400 of them.
-SELECT t.n AS total,
-       least(1, coalesce(sum(s.chunks), 0) / greatest(t.n, 1)) AS share,
-       coalesce(sum(s.chunks), 0) <= %(exact_scan_scale)s * sqrt(t.n) AS exact,
+WITH sides AS (
+    SELECT coalesce(array_agg(id ORDER BY id) FILTER (WHERE met), '{}') AS met,
+           coalesce(array_agg(id ORDER BY id) FILTER (WHERE NOT met), '{}') AS unmet
+    FROM (SELECT id, groups && %(groups)s::text[] AS met FROM group_sets) s
+), side AS (
+    SELECT cardinality(unmet) < cardinality(met) AS complement,
+           CASE WHEN cardinality(unmet) < cardinality(met) THEN 0 || unmet ELSE met END AS sets
+    FROM sides
+), readable AS (
+    SELECT coalesce(sum(CASE WHEN d.set_id = 0 OR NOT side.complement THEN d.df ELSE -d.df END),
+                    0)::bigint AS n
+    FROM side JOIN keyword_df d ON d.term = '' AND d.set_id = ANY(side.sets)
+)
+SELECT r.n AS readable, side.sets, side.complement, r.n <= %(exact_passages)s AS exact,
        ARRAY(SELECT n.name FROM unnest(string_to_array(%(names)s, chr(31))) n (name)
              -- Checked once: without the extractor, no name is looked up.
              WHERE EXISTS (SELECT 1 FROM mentions WHERE kind = 'thing')
                AND EXISTS (SELECT 1 FROM mentions m
                            WHERE m.entity_key = n.name AND m.kind = 'thing'
                              AND m.allowed_groups && %(groups)s::text[])) AS things
-FROM (SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)::float8 AS n) t
-LEFT JOIN group_sizes s ON s.group_name = ANY(%(groups)s::text[])
-GROUP BY t.n;
+FROM side, readable r;
 
 -- name: vector_leg
 -- The caller's passages nearest the question's vector, filtered by its groups before ranking.
@@ -81,34 +92,43 @@ ORDER BY b.distance, b.id;
 -- The caller's passages that best match the question's informative 2-grams, filtered by its
 -- groups before ranking: BM25 with a bonus for adjacent 2-grams, each passage's coverage of the
 -- question's informative term weight, and whether it holds every code of the question.
-WITH RECURSIVE q AS (
+-- Every figure below counts the caller's passages alone (search_scope): a term's document
+-- frequency `df` among them, `readable` of them in all.
+WITH RECURSIVE readable_df AS (
+    SELECT t.term,
+           sum(CASE WHEN d.set_id = 0 OR NOT %(complement)s THEN d.df ELSE -d.df END) AS df
+    FROM unnest(%(terms)s::text[]) AS t (term)
+    JOIN keyword_df d ON d.term = t.term AND d.set_id = ANY(%(sets)s::int[])
+    GROUP BY t.term
+), q AS (
     SELECT t.term, t.weight, t.prefix, t.phrase, coalesce(d.df, 0) AS df,
            (quote_literal(t.term) || CASE WHEN t.prefix THEN ':*' ELSE '' END)::tsquery AS query,
-           coalesce(d.df, 0)::float8 / greatest(%(total)s::float8, 1) AS share,
-           ln(1 + (%(total)s::float8 - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+           coalesce(d.df, 0)::float8 / greatest(%(readable)s::float8, 1) AS share,
+           ln(1 + (%(readable)s::float8 - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
                AS idf
     FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(prefixes)s::bool[],
                 %(phrase_ids)s::int[]) AS t (term, weight, prefix, phrase)
-    LEFT JOIN keyword_df d ON d.term = t.term AND NOT t.prefix
+    LEFT JOIN readable_df d ON d.term = t.term AND NOT t.prefix
 ),
 -- The informative terms: the most telling few, leaving out those in most passages (です, する)
--- unless nothing else is left.
+-- unless no other term is in one. A caller who may read few passages finds every term of its
+-- one passage on 給与 in most of them.
 informative AS (
     SELECT * FROM q
-    WHERE share <= %(max_share)s OR NOT EXISTS (SELECT 1 FROM q WHERE share <= %(max_share)s)
+    WHERE share <= %(max_share)s
+       OR NOT EXISTS (SELECT 1 FROM q WHERE share <= %(max_share)s AND df > 0)
     ORDER BY weight * idf DESC
     LIMIT %(max_terms)s
 ),
--- Candidates come from the rarest informative terms, taken while the caller's passages among
--- their document frequencies add up to at most max_candidates (the rarest always): a passage
--- that holds none of them could not outscore one that does by much, and a question full of
--- common words then costs no more than one of rare words. Counted in the whole index, a
--- caller who may read a hundredth of it got a hundredth of the candidates (bench/search.py).
+-- Candidates come from the rarest informative terms, taken while their document frequencies
+-- add up to at most max_candidates (the rarest always): a passage that holds none of them
+-- could not outscore one that does by much, and a question full of common words then costs no
+-- more than one of rare words.
 seeds AS (
     SELECT query, df FROM (
         SELECT query, df, sum(df) OVER (ORDER BY idf DESC, term) AS running FROM informative
     ) ranked
-    WHERE (running - df) * %(share)s::float8 < %(max_candidates)s
+    WHERE running - df < %(max_candidates)s
 ),
 -- When the seeds are in more of the caller's passages than max_candidates (even the rarest
 -- informative term is that common), which of them are scored decides what the leg finds:
@@ -121,7 +141,7 @@ seeds AS (
 weightiest AS (
     SELECT query::text AS term, row_number() OVER (ORDER BY weight * idf DESC, term) AS n
     FROM informative
-    WHERE (SELECT sum(df) FROM seeds) * %(share)s::float8 > %(max_candidates)s
+    WHERE (SELECT sum(df) FROM seeds) > %(max_candidates)s
     ORDER BY weight * idf DESC, term
     LIMIT 5
 ),
@@ -152,25 +172,25 @@ candidates AS (
     -- The tsvectors are stored inside their rows (006_inline_keywords.sql), so each term
     -- below reads them in place; out of line, each use would fetch the value again.
     -- The tiers in turn: once max_candidates have come, the later ones do not run. A caller
-    -- who may read most passages has its groups checked on each row a tier's terms find (`IS
+    -- who may read many passages has its groups checked on each row a tier's terms find (`IS
     -- TRUE` keeps the groups out of the index search); for one who may read fewer, one search
     -- of the index on keywords and groups intersects the groups' postings with the terms',
     -- sparing the rows it may not read (sql/014: at 1M chunks, for a tenth, 49.1 -> 21.8 ms
     -- against two indexes' bitmaps ANDed). Only one of the two runs (kb_search/search.py,
-    -- WIDE_SHARE).
+    -- WIDE_PASSAGES); both take the first rows in the table's order, the same ones.
     (SELECT c.id, c.keywords, c.token_count
      FROM tiers t
      CROSS JOIN LATERAL (
          (SELECT c.id, c.keywords, c.token_count FROM chunks c
           WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
             AND (c.allowed_groups && %(groups)s::text[]) IS TRUE
-            AND %(share)s::float8 >= %(wide_share)s
+            AND %(readable)s >= %(wide_passages)s
           LIMIT %(max_candidates)s)
          UNION ALL
          (SELECT c.id, c.keywords, c.token_count FROM chunks c
           WHERE c.keywords @@ t.query AND NOT coalesce(c.keywords @@ t.above, false)
             AND c.allowed_groups && %(groups)s::text[]
-            AND %(share)s::float8 < %(wide_share)s
+            AND %(readable)s < %(wide_passages)s
           LIMIT %(max_candidates)s)) c
      WHERE NOT %(exact)s::bool
      LIMIT %(max_candidates)s)
@@ -243,22 +263,12 @@ WHERE 'kb-correction:' || correction_id = ANY(%(uris)s);
 
 -- name: unknown_terms
 -- The terms no passage the caller's groups may see holds: what the question asks about that,
--- as far as this caller can tell, the company never wrote down. A term held by more passages
--- than the caller may not read is in one it may: the caller reads at least its largest
--- group's passages (group_sizes), so a term whose document frequency (keyword_df) exceeds the
--- rest of the index needs no search. That skips the common terms, whose postings a GIN
--- bitmap reads whole (at 1M chunks, p50 93 ms for a caller who may read every passage); the
--- rest are searched among the caller's passages, and the answer is the same either way.
+-- as far as this caller can tell, the company never wrote down. Read from the keyword
+-- statistics of the sets of groups it meets (sql/024): a common term is known at its first set.
 SELECT t.term FROM unnest(%(terms)s::text[]) AS t (term)
-LEFT JOIN keyword_df d ON d.term = t.term
-WHERE coalesce(d.df, 0) <= (
-    SELECT coalesce((SELECT df FROM keyword_df WHERE term = ''), 0)
-           - coalesce(max(chunks), 0)
-    FROM group_sizes WHERE group_name = ANY(%(groups)s::text[])
-) AND NOT EXISTS (
-    SELECT 1 FROM chunks c
-    WHERE c.keywords @@ quote_literal(t.term)::tsquery
-      AND c.allowed_groups && %(groups)s::text[]
+WHERE NOT EXISTS (
+    SELECT 1 FROM keyword_df d JOIN group_sets s ON s.id = d.set_id
+    WHERE d.term = t.term AND d.df > 0 AND s.groups && %(groups)s::text[]
 );
 
 -- name: graph_leg

@@ -82,26 +82,35 @@ def test_access_rule_check_warns_about_documents_visible_to_nobody(indexed, conn
     assert "kb/a.md" in result.metadata["paths"].value
 
 
-def test_group_sizes_follow_re_permission_and_deletion(indexed, conn):
-    def sizes() -> dict[str, int]:
-        return dict(conn.execute("SELECT group_name, chunks FROM group_sizes WHERE chunks > 0"))
+def test_keyword_statistics_follow_re_permission_and_deletion(indexed, conn):
+    def passages() -> dict[tuple[str, ...], int]:
+        return {tuple(groups): n for groups, n in conn.execute(
+            "SELECT s.groups, d.df FROM keyword_df d JOIN group_sets s ON s.id = d.set_id "
+            "WHERE d.term = '' AND d.df > 0")}
+
+    def drift() -> int:
+        return conn.execute(query("keyword_df_drift")).fetchone()[0]
 
     per_document = dict(conn.execute(
         "SELECT d.source_uri, count(*) FROM documents d JOIN chunks c ON c.document_id = d.id "
         "GROUP BY d.source_uri"))
     a, b = sorted(per_document)
-    assert sizes() == {"all-employees": per_document[a] + per_document[b]}
-    conn.execute(query("regroup_document"), {"uri": a, "groups": ["hr", "managers"], "rule": "t"})
-    assert sizes() == {"all-employees": per_document[b], "hr": per_document[a],
-                       "managers": per_document[a]}
+    assert passages() == {("all-employees",): per_document[a] + per_document[b]}
+    assert drift() == 0
+    # Given unsorted and twice, the groups are one canonical set.
+    conn.execute(query("regroup_document"),
+                 {"uri": a, "groups": ["managers", "hr", "managers"], "rule": "t"})
+    assert passages() == {("all-employees",): per_document[b], ("hr", "managers"): per_document[a]}
+    assert drift() == 0
     conn.execute("DELETE FROM documents WHERE source_uri = %s", (b,))
-    assert sizes() == {"hr": per_document[a], "managers": per_document[a]}
-    assert run_check(checks.group_sizes_match_chunks, indexed).passed
+    assert passages() == {("hr", "managers"): per_document[a]}
+    assert drift() == 0
+    assert run_check(checks.keyword_statistics_match_chunks, indexed).passed
 
 
-def test_group_size_check_fails_on_a_size_that_drifted(indexed, conn):
-    conn.execute("UPDATE group_sizes SET chunks = chunks + 1")
-    assert not run_check(checks.group_sizes_match_chunks, indexed).passed
+def test_keyword_statistics_check_fails_on_a_count_that_drifted(indexed, conn):
+    conn.execute("UPDATE keyword_df SET df = df + 1 WHERE term = '' AND set_id <> 0")
+    assert not run_check(checks.keyword_statistics_match_chunks, indexed).passed
 
 
 def test_the_graph_check_counts_the_graph_and_fails_on_a_reference_its_passage_does_not_make(
@@ -122,7 +131,7 @@ def test_integrity_checks_are_blocking_errors():
     blocking = {spec.name for c in checks.INDEX_CHECKS for spec in c.check_specs if spec.blocking}
     assert blocking == {
         "chunks_have_valid_embeddings", "documents_have_whole_chunk_sets",
-        "entity_graph_is_whole", "group_sizes_match_chunks", "no_orphan_documents"
+        "entity_graph_is_whole", "keyword_statistics_match_chunks", "no_orphan_documents"
     }
 
 

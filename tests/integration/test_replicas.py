@@ -110,8 +110,8 @@ def publish_copy_without(conn: psycopg.Connection, left_out: str) -> None:
                  "JOIN documents d ON d.id = c.document_id")
     conn.execute("INSERT INTO chunk_vectors SELECT v.* FROM public.chunk_vectors v "
                  "JOIN chunks c ON c.id = v.chunk_id")
-    for table in ("keyword_df", "index_settings"):
-        conn.execute(f"INSERT INTO {table} SELECT * FROM public.{table}")  # fixed names
+    # Its keyword statistics follow its chunks (sql/024_statistics_per_group_set.sql).
+    conn.execute("INSERT INTO index_settings SELECT * FROM public.index_settings")
     use_generation(conn, None)
     record_evaluation(conn, gen.id, True, {}, None)
     publish_generation(conn, gen.id, version, lambda uri: ([], None))

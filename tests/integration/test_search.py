@@ -158,11 +158,11 @@ def test_callers_without_a_group_see_nothing_of_its_documents(corpus, conn, sear
 
 
 _GROUPS = ["all-employees", "hr", "engineering", "qa", "executives"]
-# (exact_scan_scale, wide_share) for the index plan (HNSW, the keyword leg's budgeted
+# (exact_passages, wide_passages) for the index plan (HNSW, the keyword leg's budgeted
 # candidates), as for a caller who may read most passages (its groups checked on each row) and
 # for one who may read fewer (the groups' postings intersected with the terms'), and for the
 # exact plan, as for one who may read few.
-PLANS = ((0, 0), (0, 2), (10**9, 0))
+PLANS = ((-1, 0), (-1, 10**9), (10**9, 0))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -178,8 +178,8 @@ def test_every_plan_returns_the_same_passages_to_every_caller(corpus, conn, besi
             found = [
                 [(hit.chunk_id, hit.score, hit.ranks) for hit in hybrid_search(
                     conn, prepared.plan, prepared.vector, caller, 50, mode,
-                    exact_scan_scale=scale, wide_share=wide, beside=side)[0].hits]
-                for scale, wide in PLANS for side in (None, beside)]
+                    exact_passages=exact, wide_passages=wide, beside=side)[0].hits]
+                for exact, wide in PLANS for side in (None, beside)]
             assert all(f == found[0] for f in found), (caller, question)
 
 
@@ -219,7 +219,7 @@ def test_no_hit_or_source_ever_comes_from_a_document_outside_the_callers_groups(
     configure_search_session(conn)
     prepared = searcher.prepare(question, mode)
     result, _ = hybrid_search(conn, prepared.plan, prepared.vector, sorted(caller), 20, mode,
-                              exact_scan_scale=plan[0], wide_share=plan[1],
+                              exact_passages=plan[0], wide_passages=plan[1],
                               beside=beside if legs_at_once else None)
     for hit in result.hits:
         assert allowed[hit.source_uri] & caller, (hit.path, allowed[hit.source_uri], caller)
@@ -317,9 +317,10 @@ def _live_tables(conn: psycopg.Connection) -> None:
     use_generation(conn, live_generation(conn).id)
 
 
-def test_a_rare_term_is_looked_up_through_the_keywords_and_groups_index(conn):
-    # 20,000 synthetic chunks of one group, one of which holds the rare term: the plan must not
-    # scan them all (sql/015 left one index on keywords, with the groups).
+def test_unknown_terms_are_read_from_the_statistics_of_the_callers_sets(conn):
+    # 20,000 synthetic chunks of one group, one of which holds the rare term: which terms the
+    # caller's passages hold is read from the keyword statistics, never from the chunks, and
+    # says what the chunks say.
     _live_tables(conn)
     conn.execute(
         "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
@@ -333,11 +334,17 @@ def test_a_rare_term_is_looked_up_through_the_keywords_and_groups_index(conn):
         "  CASE WHEN i = 7 THEN '''zq-9999'' ''規程''' ELSE '''規程'' ''休暇''' END::tsvector "
         "FROM documents d, generate_series(0, 19999) i"
     )
-    conn.execute("ANALYZE chunks")
+    terms = {"terms": ["zq-9999", "休暇", "zz-0000"]}
     plan = "\n".join(r[0] for r in conn.execute(
-        "EXPLAIN " + query("unknown_terms"), {"terms": ["zq-9999"], "groups": ["g"]}))
-    assert "chunks_keywords_groups_gin" in plan and "Seq Scan on chunks" not in plan, plan
+        "EXPLAIN " + query("unknown_terms"), {**terms, "groups": ["g"]}))
+    assert " chunks" not in plan, plan
 
+    def unknown(groups: list[str]) -> set[str]:
+        return {t for (t,) in conn.execute(query("unknown_terms"), {**terms, "groups": groups})}
+
+    assert unknown(["g"]) == {"zz-0000"}
+    assert unknown(["h", "g"]) == {"zz-0000"}
+    assert unknown(["h"]) == {"zq-9999", "休暇", "zz-0000"}
 
 
 def test_a_selective_group_filter_still_yields_k_hits(conn):
@@ -387,8 +394,8 @@ def test_a_selective_group_filter_still_yields_k_hits(conn):
     plan = plan_question("質問")
 
     def hits(groups: list[str]) -> int:
-        # exact_scan_scale 0: the HNSW plan, as for a caller who may read many passages.
-        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector", exact_scan_scale=0)
+        # exact_passages -1: the HNSW plan, as for a caller who may read many passages.
+        result, _ = hybrid_search(conn, plan, axis, groups, 10, "vector", exact_passages=-1)
         return len(result.hits)
 
     assert hits(["small"]) == 10

@@ -19,7 +19,7 @@ __all__ = [
     "documents_have_access_rules",
     "documents_have_whole_chunk_sets",
     "entity_graph_is_whole",
-    "group_sizes_match_chunks",
+    "keyword_statistics_match_chunks",
     "no_open_ingestion_failures",
     "no_orphan_documents",
 ]
@@ -76,12 +76,12 @@ def documents_have_whole_chunk_sets(
 
 
 @dg.asset_check(asset=search_index, blocking=True)
-def group_sizes_match_chunks(
+def keyword_statistics_match_chunks(
     context: Context, postgres: PostgresResource
 ) -> dg.AssetCheckResult:
-    """Each group's recorded number of passages, by which searches choose their plan, is the
-    number of chunks it may read."""
-    return _rows_check(context, postgres, "group_sizes_drift")
+    """Each set of groups' recorded number of passages, by which searches weigh terms and
+    choose their plan, is the number of chunks that hold it."""
+    return _rows_check(context, postgres, "keyword_statistics_drift")
 
 
 @dg.asset_check(asset=search_index, blocking=True)
@@ -138,7 +138,7 @@ INDEX_CHECKS = [
     chunks_have_valid_embeddings,
     documents_have_whole_chunk_sets,
     entity_graph_is_whole,
-    group_sizes_match_chunks,
+    keyword_statistics_match_chunks,
     no_orphan_documents,
     documents_have_access_rules,
     no_open_ingestion_failures,
