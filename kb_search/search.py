@@ -81,7 +81,13 @@ EXACT_PASSAGES = 5_000
 # plan is; both plans take the same candidates, so this only moves the time.
 WIDE_PASSAGES = 630_000
 MAX_TERMS = 16  # informative query terms the keyword leg searches for
-MAX_SHARE = 0.3  # a term in more than this share of the caller's chunks is not informative
+# A term in more than MAX_SHARE of the caller's chunks is not informative, the share taken of
+# at least SHARE_BASE chunks: of a few dozen, a share says little (of the 35 passages the
+# samples' engineers may read, a third hold QC-2031's 2-grams, and leaving those out lost the
+# report's own passages). A caller who may read fewer is searched exactly (EXACT_PASSAGES), so
+# this costs no more than its passages.
+MAX_SHARE = 0.3
+SHARE_BASE = 1_000
 # Keyword candidates scored per query (and the seed terms' df budget). At 100k chunks 1,000
 # candidates took the keyword leg's p50 to ~50 ms, 400 kept it near 15 ms; since tsvectors are
 # kept inside their rows (sql/006_inline_keywords.sql) a candidate costs ~16 µs (reading its
@@ -206,6 +212,7 @@ def hybrid_search(
             "phrases": plan.phrases,
             "groups": groups, "readable": readable, "sets": sets, "complement": complement,
             "exact": exact, "max_terms": MAX_TERMS, "max_share": MAX_SHARE,
+            "share_base": SHARE_BASE,
             "max_candidates": max_candidates, "wide_passages": wide_passages,
             "code_query": plan.code_query, "leg_limit": LEG_LIMIT,
         }

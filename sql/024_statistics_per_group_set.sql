@@ -1,5 +1,5 @@
 -- The keyword statistics counted per set of allowed groups, so that a search weighs terms by
--- the passages its caller may read and nothing else (docs/security.md, "What a caller is told").
+-- the passages its caller may read and nothing else (docs/security.md, "The rule").
 -- Counted over the whole index, a term's document frequency told an all-employees caller
 -- whether a salary code occurred in hr's documents: its weight moved the fused score, the order
 -- of hits and the found / not-found decision.
@@ -97,11 +97,12 @@ BEGIN
           AND to_regclass(quote_ident(nspname) || '.chunks') IS NOT NULL
     LOOP
         EXECUTE format($sql$
-            DROP TRIGGER chunks_group_sizes_insert ON %1$I.chunks;
-            DROP TRIGGER chunks_group_sizes_update ON %1$I.chunks;
-            DROP TRIGGER chunks_group_sizes_delete ON %1$I.chunks;
-            DROP TABLE %1$I.group_sizes;
-            DROP TABLE %1$I.keyword_df;
+            -- IF EXISTS: a generation begun before earlier migrations may lack them.
+            DROP TRIGGER IF EXISTS chunks_group_sizes_insert ON %1$I.chunks;
+            DROP TRIGGER IF EXISTS chunks_group_sizes_update ON %1$I.chunks;
+            DROP TRIGGER IF EXISTS chunks_group_sizes_delete ON %1$I.chunks;
+            DROP TABLE IF EXISTS %1$I.group_sizes;
+            DROP TABLE IF EXISTS %1$I.keyword_df;
             -- Set ids come from one sequence: a new generation's table (LIKE ... INCLUDING
             -- ALL) draws from it too, and no id is 0.
             CREATE TABLE %1$I.group_sets (

@@ -158,7 +158,9 @@ def candidates(conn: psycopg.Connection, plan: QueryPlan, result: SearchResult,
         similarity=np.array([e.similarity or 0.0 for e in evidence]),
         keyword_score=np.array([e.keyword_score or 0.0 for e in evidence]),
         coverage=np.array([e.coverage or 0.0 for e in evidence]),
-        coded=np.array([i in coded for i in ids], dtype=float),
+        # As the fusion counts it: only of what the vector or keyword leg found.
+        coded=np.array([h.chunk_id in coded and bool(h.ranks.vector or h.ranks.keyword)
+                        for h in result.hits], dtype=float),
         relevant=np.array(relevant, dtype=bool),
         keyword_weight=plan.keyword_weight,
         fold=fold,

@@ -103,16 +103,16 @@ WITH RECURSIVE readable_df AS (
 ), q AS (
     SELECT t.term, t.weight, t.prefix, t.phrase, coalesce(d.df, 0) AS df,
            (quote_literal(t.term) || CASE WHEN t.prefix THEN ':*' ELSE '' END)::tsquery AS query,
-           coalesce(d.df, 0)::float8 / greatest(%(readable)s::float8, 1) AS share,
+           coalesce(d.df, 0)::float8 / greatest(%(readable)s::float8, %(share_base)s) AS share,
            ln(1 + (%(readable)s::float8 - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
                AS idf
     FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(prefixes)s::bool[],
                 %(phrase_ids)s::int[]) AS t (term, weight, prefix, phrase)
     LEFT JOIN readable_df d ON d.term = t.term AND NOT t.prefix
 ),
--- The informative terms: the most telling few, leaving out those in most passages (です, する)
--- unless no other term is in one. A caller who may read few passages finds every term of its
--- one passage on 給与 in most of them.
+-- The informative terms: the most telling few, leaving out those in most passages (です, する;
+-- a share of at least share_base passages, kb_search/search.py SHARE_BASE) unless no other
+-- term is in one.
 informative AS (
     SELECT * FROM q
     WHERE share <= %(max_share)s

@@ -96,10 +96,11 @@ QUESTIONS = (
 CALLERS = {"staff": ["all-employees"], "engineer": ["engineering"],
            "reviewer": ["all-employees", "engineering", "reviewers"]}
 ENTITY_NAMES = ("ZP-2041", "QC-2031", "SAL-7731", "慶弔休暇規程")
-# The plans a search takes (kb_search.search): (EXACT_PASSAGES, MAX_CANDIDATES). Every caller
-# here reads a few passages: the exact plan; 0 sends each to the index plan, and a budget of 3
-# candidates makes its seeds and tiers choose.
-PLANS = {"exact": (10**6, 400), "index": (0, 3)}
+# The plans a search takes (kb_search.search): (EXACT_PASSAGES, MAX_CANDIDATES, SHARE_BASE).
+# Every caller here reads a few passages: the exact plan; 0 sends each to the index plan, a
+# budget of 3 candidates makes its seeds and tiers choose, and a share base of 1 leaves out the
+# terms in most of the caller's passages.
+PLANS = {"exact": (10**6, 400, 1_000), "index": (0, 3, 1)}
 # A response's figures of time, and its id: left out of the comparison (docs/security.md).
 # `since` and `citations_since` are the gap report's window, which ends now.
 VOLATILE = {"query_id", "since", "citations_since"}
@@ -218,10 +219,15 @@ def differences(before: dict, after: dict) -> list[tuple]:
 
 @pytest.fixture
 def plan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    exact_passages, max_candidates = PLANS[request.param]
+    _use_plan(monkeypatch, *PLANS[request.param])
+    return request.param
+
+
+def _use_plan(monkeypatch: pytest.MonkeyPatch, exact_passages: int, max_candidates: int,
+              share_base: int) -> None:
     monkeypatch.setattr(kb_search.search, "EXACT_PASSAGES", exact_passages)
     monkeypatch.setattr(kb_search.search, "MAX_CANDIDATES", max_candidates)
-    return request.param
+    monkeypatch.setattr(kb_search.search, "SHARE_BASE", share_base)
 
 
 _HIDDEN_DOCUMENTS = st.lists(
@@ -302,14 +308,13 @@ def test_the_property_fails_when_any_one_statistic_counts_the_whole_index(
     assert old in statements[name], (name, old)
     kb = installation
     kb.write_hidden(FIRST_HIDDEN)
-    exact_passages, max_candidates = PLANS[where]
+    exact_passages, max_candidates, share_base = PLANS[where]
     if mutation == "plan choice":  # the whole index now: exact, until it grows
         with connect(kb.url, autocommit=True) as conn:
             exact_passages = conn.execute(
                 "SELECT df FROM keyword_df WHERE term = '' AND set_id = 0").fetchone()[0]
-        max_candidates = PLANS["index"][1]
-    monkeypatch.setattr(kb_search.search, "EXACT_PASSAGES", exact_passages)
-    monkeypatch.setattr(kb_search.search, "MAX_CANDIDATES", max_candidates)
+        max_candidates, share_base = PLANS["index"][1:]
+    _use_plan(monkeypatch, exact_passages, max_candidates, share_base)
     monkeypatch.setitem(statements, name, statements[name].replace(old, new))
     before = responses(kb)
     kb.write_hidden([*FIRST_HIDDEN, ("exec", "人事メモ", list(HIDDEN_SENTENCES) * 2)])
