@@ -286,8 +286,6 @@ class IndexChecker:
         return left
 
 
-
-
 @contextmanager
 def scratch_database(admin_url: str, prefix: str) -> Iterator[str]:
     """A new empty database on the server of `admin_url`, dropped afterwards; its URL."""

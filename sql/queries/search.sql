@@ -93,12 +93,17 @@ ORDER BY b.distance, b.id;
 -- groups before ranking: BM25 with a bonus for adjacent 2-grams, each passage's coverage of the
 -- question's informative term weight, and whether it holds every code of the question.
 -- Every figure below counts the caller's passages alone (search_scope): a term's document
--- frequency `df` among them, `readable` of them in all.
+-- frequency `df` among them, `readable` of them in all. This statement reads a later snapshot
+-- than search_scope's: counted from set 0, the caller has every set it does not meet taken off
+-- as this snapshot holds them, so that a set first written in between is not counted.
 WITH RECURSIVE readable_df AS (
     SELECT t.term,
            sum(CASE WHEN d.set_id = 0 OR NOT %(complement)s THEN d.df ELSE -d.df END) AS df
     FROM unnest(%(terms)s::text[]) AS t (term)
-    JOIN keyword_df d ON d.term = t.term AND d.set_id = ANY(%(sets)s::int[])
+    JOIN keyword_df d ON d.term = t.term
+    WHERE d.set_id = ANY(%(sets)s::int[])
+       OR %(complement)s AND d.set_id IN (SELECT id FROM group_sets
+                                          WHERE NOT groups && %(groups)s::text[])
     GROUP BY t.term
 ), q AS (
     SELECT t.term, t.weight, t.prefix, t.phrase, coalesce(d.df, 0) AS df,

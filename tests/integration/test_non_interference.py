@@ -278,8 +278,10 @@ def test_the_replayed_attack_learns_nothing(installation, plan):
 # (plan, query, what is replaced, by what).
 MUTATIONS = {
     "term document frequency": ("exact", "keyword_leg",
-                                "AND d.set_id = ANY(%(sets)s::int[])",
-                                "AND d.set_id = 0 AND %(sets)s::int[] IS NOT NULL"),
+                                "WHERE d.set_id = ANY(%(sets)s::int[])\n"
+                                "       OR %(complement)s AND",
+                                "WHERE d.set_id = 0 AND %(sets)s::int[] IS NOT NULL\n"
+                                "       OR false AND"),
     "passage count": ("exact", "search_scope",
                       "FROM side JOIN keyword_df d ON d.term = '' AND d.set_id = ANY(side.sets)",
                       "FROM side JOIN keyword_df d ON d.term = '' AND d.set_id = 0"),

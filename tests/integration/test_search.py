@@ -347,6 +347,46 @@ def test_unknown_terms_are_read_from_the_statistics_of_the_callers_sets(conn):
     assert unknown(["h"]) == {"zq-9999", "休暇", "zz-0000"}
 
 
+def test_a_set_of_groups_first_written_during_a_search_counts_nothing_it_may_not_read(
+        corpus, conn, searcher, database_url, monkeypatch):
+    """search_scope and the keyword leg are two statements, each reading its own snapshot: a
+    document of a new set of groups written between them is in set 0's counts by the second,
+    and a caller counted from set 0 must have it taken off there too."""
+    from kb_search import search
+
+    caller = ["all-employees", "hr"]  # meets every set: counted from set 0, less none
+    prepared = searcher.prepare("年次有給休暇の申請", "keyword")
+
+    def told() -> list[tuple]:  # the evidence too: answerability reads it
+        result, evidence = hybrid_search(conn, prepared.plan, None, caller, 5, "keyword")
+        return [(hit.chunk_id, hit.score, e.keyword_score, e.coverage)
+                for hit, e in zip(result.hits, evidence, strict=True)]
+
+    before = told()
+    read = search._rows
+
+    def hidden_written_meanwhile(c: psycopg.Connection, name: str, params: dict) -> list:
+        if name == "keyword_leg":
+            with connect(database_url, autocommit=True) as writer, writer.transaction():
+                _live_tables(writer)
+                writer.execute(query("lock_keyword_stats"))
+                (document,) = writer.execute(
+                    "INSERT INTO documents (source_uri, path, title, mime, size_bytes, checksum, "
+                    "pipeline_version, allowed_groups, revision_source, file_mtime) VALUES "
+                    "('/hidden', 'hidden', 'h', 'text/plain', 1, 'c', 'v', '{other}', 'mtime', "
+                    "now()) RETURNING id").fetchone()
+                writer.execute(
+                    "INSERT INTO chunks (document_id, chunk_index, heading, content, "
+                    "search_text, token_count, text_sha256, allowed_groups, keywords) "
+                    "SELECT %s, 0, heading, content, search_text, token_count, 'hidden', "
+                    "'{other}', keywords FROM chunks WHERE content LIKE '%%年次有給休暇%%'",
+                    (document,))
+        return read(c, name, params)
+
+    monkeypatch.setattr(search, "_rows", hidden_written_meanwhile)
+    assert told() == before
+
+
 def test_a_selective_group_filter_still_yields_k_hits(conn):
     # 3,000 chunks of a large group lie next to the question's vector and 30 of a small group
     # far from it: HNSW's first ef_search (400) candidates hold none of the small group, so only
