@@ -201,8 +201,8 @@ def hybrid_search(
     terms = plan.terms
     with conn.transaction():
         conn.execute(_ONE_PLAN)
-        readable, sets, complement, exact, things = conn.execute(query("search_scope"), {
-            "groups": groups, "exact_passages": exact_passages,
+        readable, dfs, exact, things = conn.execute(query("search_scope"), {
+            "groups": groups, "terms": [t.term for t in terms], "exact_passages": exact_passages,
             "names": "\x1f".join(plan.names if use_graph else [])}, prepare=True).fetchone()
         keyword_params = {
             "terms": [t.term for t in terms],
@@ -210,7 +210,7 @@ def hybrid_search(
             "prefixes": [t.prefix for t in terms],
             "phrase_ids": [t.phrase for t in terms],
             "phrases": plan.phrases,
-            "groups": groups, "readable": readable, "sets": sets, "complement": complement,
+            "groups": groups, "readable": readable, "dfs": dfs,
             "exact": exact, "max_terms": MAX_TERMS, "max_share": MAX_SHARE,
             "share_base": SHARE_BASE,
             "max_candidates": max_candidates, "wide_passages": wide_passages,

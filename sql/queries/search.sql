@@ -1,10 +1,12 @@
 -- name: search_scope
 -- What the caller may read, counted by the keyword statistics of the sets of groups its groups
 -- meet (sql/024_statistics_per_group_set.sql), so that nothing it may not read moves a figure
--- (docs/security.md): `readable`, its passages; `sets` and `complement`, how the keyword leg
--- sums a term's figures: over `sets`, the sets met, or from set 0 (every set) less `sets`, the
--- sets not met, whichever reads fewer rows. Few enough passages, and both legs compare every
--- one (`exact`; kb_search/search.py, EXACT_PASSAGES).
+-- (docs/security.md): `readable`, its passages, and `dfs`, the document frequency of each of
+-- the question's terms among them. A term's figure is summed over the sets met, or taken from
+-- set 0 (every set) less the sets not met, whichever reads fewer rows. All in this one
+-- statement, so one snapshot: the keyword leg, a statement after it, is given them, as a set
+-- first written in between would be in set 0's counts there and not taken off. Few enough
+-- passages, and both legs compare every one (`exact`; kb_search/search.py, EXACT_PASSAGES).
 -- And which of the question's names (kb_core.entities.name_candidates) are entities known by
 -- name alone (the LLM extractor's `thing`s, kb_pipeline/graph_llm.py) that one of the
 -- caller's passages names, for the graph leg to start from: asked here, through an index of
@@ -12,26 +14,36 @@
 -- of every search at 100k passages), and without the extractor no lookup. The names come as
 -- one string, separated by chr(31): as a list, psycopg took 0.4 ms to send 400 of them.
 WITH sides AS (
-    SELECT coalesce(array_agg(id ORDER BY id) FILTER (WHERE met), '{}') AS met,
-           coalesce(array_agg(id ORDER BY id) FILTER (WHERE NOT met), '{}') AS unmet
+    SELECT coalesce(array_agg(id) FILTER (WHERE met), '{}') AS met,
+           coalesce(array_agg(id) FILTER (WHERE NOT met), '{}') AS unmet
     FROM (SELECT id, groups && %(groups)s::text[] AS met FROM group_sets) s
-), side AS (
+-- Materialized: inlined, each row of `counts` carried the sides' arrays into its sort (with
+-- 10,000 sets, 8,000 rows took 330 MB on disk and 330 ms).
+), side AS MATERIALIZED (
     SELECT cardinality(unmet) < cardinality(met) AS complement,
            CASE WHEN cardinality(unmet) < cardinality(met) THEN 0 || unmet ELSE met END AS sets
     FROM sides
+), counts AS (  -- term '' counts the passages
+    SELECT d.term,
+           sum(CASE WHEN d.set_id = 0 OR NOT side.complement THEN d.df ELSE -d.df END) AS df
+    FROM side JOIN keyword_df d
+      ON d.term = ANY(array_prepend('', %(terms)s::text[])) AND d.set_id = ANY(side.sets)
+    GROUP BY d.term
 ), readable AS (
-    SELECT coalesce(sum(CASE WHEN d.set_id = 0 OR NOT side.complement THEN d.df ELSE -d.df END),
-                    0)::bigint AS n
-    FROM side JOIN keyword_df d ON d.term = '' AND d.set_id = ANY(side.sets)
+    SELECT coalesce((SELECT df FROM counts WHERE term = ''), 0)::bigint AS n
 )
-SELECT r.n AS readable, side.sets, side.complement, r.n <= %(exact_passages)s AS exact,
+SELECT r.n AS readable,
+       ARRAY(SELECT coalesce(c.df, 0)::bigint
+             FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t (term, n)
+             LEFT JOIN counts c ON c.term = t.term ORDER BY t.n) AS dfs,
+       r.n <= %(exact_passages)s AS exact,
        ARRAY(SELECT n.name FROM unnest(string_to_array(%(names)s, chr(31))) n (name)
              -- Checked once: without the extractor, no name is looked up.
              WHERE EXISTS (SELECT 1 FROM mentions WHERE kind = 'thing')
                AND EXISTS (SELECT 1 FROM mentions m
                            WHERE m.entity_key = n.name AND m.kind = 'thing'
                              AND m.allowed_groups && %(groups)s::text[])) AS things
-FROM side, readable r;
+FROM readable r;
 
 -- name: vector_leg
 -- The caller's passages nearest the question's vector, filtered by its groups before ranking.
@@ -92,28 +104,20 @@ ORDER BY b.distance, b.id;
 -- The caller's passages that best match the question's informative 2-grams, filtered by its
 -- groups before ranking: BM25 with a bonus for adjacent 2-grams, each passage's coverage of the
 -- question's informative term weight, and whether it holds every code of the question.
--- Every figure below counts the caller's passages alone (search_scope): a term's document
--- frequency `df` among them, `readable` of them in all. This statement reads a later snapshot
--- than search_scope's: counted from set 0, the caller has every set it does not meet taken off
--- as this snapshot holds them, so that a set first written in between is not counted.
-WITH RECURSIVE readable_df AS (
-    SELECT t.term,
-           sum(CASE WHEN d.set_id = 0 OR NOT %(complement)s THEN d.df ELSE -d.df END) AS df
-    FROM unnest(%(terms)s::text[]) AS t (term)
-    JOIN keyword_df d ON d.term = t.term
-    WHERE d.set_id = ANY(%(sets)s::int[])
-       OR %(complement)s AND d.set_id IN (SELECT id FROM group_sets
-                                          WHERE NOT groups && %(groups)s::text[])
-    GROUP BY t.term
-), q AS (
-    SELECT t.term, t.weight, t.prefix, t.phrase, coalesce(d.df, 0) AS df,
-           (quote_literal(t.term) || CASE WHEN t.prefix THEN ':*' ELSE '' END)::tsquery AS query,
-           coalesce(d.df, 0)::float8 / greatest(%(readable)s::float8, %(share_base)s) AS share,
-           ln(1 + (%(readable)s::float8 - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
-               AS idf
+-- Every figure below counts the caller's passages alone, as search_scope read them: a term's
+-- document frequency `dfs` among them, `readable` of them in all.
+-- A prefix term (寮:*) has no figure of its own: counted as in none.
+WITH RECURSIVE given AS (
+    SELECT t.term, t.weight, t.prefix, t.phrase, CASE WHEN t.prefix THEN 0 ELSE t.df END AS df
     FROM unnest(%(terms)s::text[], %(weights)s::float8[], %(prefixes)s::bool[],
-                %(phrase_ids)s::int[]) AS t (term, weight, prefix, phrase)
-    LEFT JOIN readable_df d ON d.term = t.term AND NOT t.prefix
+                %(phrase_ids)s::int[], %(dfs)s::bigint[])
+         AS t (term, weight, prefix, phrase, df)
+), q AS (
+    SELECT t.term, t.weight, t.prefix, t.phrase, t.df,
+           (quote_literal(t.term) || CASE WHEN t.prefix THEN ':*' ELSE '' END)::tsquery AS query,
+           t.df::float8 / greatest(%(readable)s::float8, %(share_base)s) AS share,
+           ln(1 + (%(readable)s::float8 - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM given t
 ),
 -- The informative terms: the most telling few, leaving out those in most passages (です, する;
 -- a share of at least share_base passages, kb_search/search.py SHARE_BASE) unless no other

@@ -60,8 +60,8 @@ def leg(conn, question: str, groups, exact: bool = False) -> list[tuple[int, flo
     """The graph leg as a search runs it, for a caller of `groups`, under the plan for a
     caller of many passages or, `exact`, of few."""
     configure_search_session(conn)
-    readable, _, _, _, things = conn.execute(query("search_scope"), {
-        "groups": sorted(groups), "exact_passages": 5000,
+    readable, _, _, things = conn.execute(query("search_scope"), {
+        "groups": sorted(groups), "terms": [], "exact_passages": 5000,
         "names": "\x1f".join(name_candidates(question))}).fetchone()
     return graph_leg(conn, entities_of(question), things, sorted(groups), readable, exact,
                      50)

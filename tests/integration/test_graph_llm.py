@@ -121,8 +121,8 @@ def stated(conn, schema: str = "public") -> set[tuple[str, str, str]]:
 def leg_paths(conn, question: str, groups: list[str], names: bool = True) -> list[str]:
     """The files of the graph leg's passages for `question`, as a search plans it, the names
     the question writes looked up too unless not `names`."""
-    readable, _, _, _, things = conn.execute(query("search_scope"), {
-        "groups": groups, "exact_passages": 5000,
+    readable, _, _, things = conn.execute(query("search_scope"), {
+        "groups": groups, "terms": [], "exact_passages": 5000,
         "names": "\x1f".join(name_candidates(question) if names else [])}).fetchone()
     found = graph_leg(conn, entities_of(question), things, groups, readable, False, 50)
     files = dict(conn.execute("SELECT c.id, d.path FROM chunks c "

@@ -277,14 +277,14 @@ def test_the_replayed_attack_learns_nothing(installation, plan):
 # Each statistic counted over the whole index again, as a change to the statement that counts it:
 # (plan, query, what is replaced, by what).
 MUTATIONS = {
-    "term document frequency": ("exact", "keyword_leg",
-                                "WHERE d.set_id = ANY(%(sets)s::int[])\n"
-                                "       OR %(complement)s AND",
-                                "WHERE d.set_id = 0 AND %(sets)s::int[] IS NOT NULL\n"
-                                "       OR false AND"),
+    "term document frequency": ("exact", "search_scope",
+                                "SELECT coalesce(c.df, 0)::bigint",
+                                "SELECT coalesce((SELECT k.df FROM keyword_df k WHERE k.set_id = 0"
+                                " AND k.term = t.term), 0)::bigint"),
     "passage count": ("exact", "search_scope",
-                      "FROM side JOIN keyword_df d ON d.term = '' AND d.set_id = ANY(side.sets)",
-                      "FROM side JOIN keyword_df d ON d.term = '' AND d.set_id = 0"),
+                      "SELECT coalesce((SELECT df FROM counts WHERE term = ''), 0)",
+                      "SELECT coalesce((SELECT df FROM keyword_df WHERE term = '' AND set_id = 0)"
+                      ", 0)"),
     "plan choice": ("exact", "search_scope",
                     "r.n <= %(exact_passages)s AS exact",
                     "(SELECT df FROM keyword_df WHERE term = '' AND set_id = 0)"

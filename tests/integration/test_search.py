@@ -351,7 +351,7 @@ def test_a_set_of_groups_first_written_during_a_search_counts_nothing_it_may_not
         corpus, conn, searcher, database_url, monkeypatch):
     """search_scope and the keyword leg are two statements, each reading its own snapshot: a
     document of a new set of groups written between them is in set 0's counts by the second,
-    and a caller counted from set 0 must have it taken off there too."""
+    so the second must count nothing (search_scope counts the terms too)."""
     from kb_search import search
 
     caller = ["all-employees", "hr"]  # meets every set: counted from set 0, less none
