@@ -202,7 +202,8 @@ def hybrid_search(
     with conn.transaction():
         conn.execute(_ONE_PLAN)
         readable, dfs, exact, things = conn.execute(query("search_scope"), {
-            "groups": groups, "terms": [t.term for t in terms], "exact_passages": exact_passages,
+            "groups": groups, "terms": [t.term for t in terms] if use_keyword else [],
+            "exact_passages": exact_passages,
             "names": "\x1f".join(plan.names if use_graph else [])}, prepare=True).fetchone()
         keyword_params = {
             "terms": [t.term for t in terms],
