@@ -385,6 +385,7 @@ def test_a_set_of_groups_first_written_during_a_search_counts_nothing_it_may_not
 
     monkeypatch.setattr(search, "_rows", hidden_written_meanwhile)
     assert told() == before
+    assert conn.execute("SELECT 1 FROM group_sets WHERE groups = '{other}'").fetchone()
 
 
 def test_a_selective_group_filter_still_yields_k_hits(conn):
