@@ -199,14 +199,15 @@ def hybrid_search(
     use_keyword = mode in ("hybrid", "keyword")
     use_graph = mode in ("hybrid", "graph")
     terms = plan.terms
+    term_texts = [t.term for t in terms]
     with conn.transaction():
         conn.execute(_ONE_PLAN)
         readable, dfs, exact, things = conn.execute(query("search_scope"), {
-            "groups": groups, "terms": [t.term for t in terms] if use_keyword else [],
+            "groups": groups, "terms": term_texts if use_keyword else [],
             "exact_passages": exact_passages,
             "names": "\x1f".join(plan.names if use_graph else [])}, prepare=True).fetchone()
         keyword_params = {
-            "terms": [t.term for t in terms],
+            "terms": term_texts,
             "weights": [t.weight for t in terms],
             "prefixes": [t.prefix for t in terms],
             "phrase_ids": [t.phrase for t in terms],
