@@ -60,9 +60,9 @@ log = logging.getLogger(__name__)
 Access = Callable[[str], tuple[list[str], str | None]]
 # The tables one generation owns; everything else (catalogue, embedding cache, failures, query
 # log, tokens) is shared by all generations.
-GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "group_sets",
-                     "index_settings", "staged_documents", "learned_facts", "mentions",
-                     "relations")
+GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "keyword_df_by_group",
+                     "group_sets", "index_settings", "staged_documents", "learned_facts",
+                     "mentions", "relations")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.

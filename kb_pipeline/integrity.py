@@ -15,7 +15,7 @@ __all__ = ["INTEGRITY", "GraphSize", "graph_size", "integrity_violations", "viol
 _ROWS = {
     "chunks_with_bad_embeddings": "document, chunk",
     "documents_with_broken_chunks": "document, chunks, positions, last position, groups differ",
-    "keyword_statistics_drift": "groups, recorded, counted",
+    "keyword_statistics_drift": "passages of, recorded, counted",
     "orphan_documents": "document",
     "broken_graph": "document, chunk, reference or entity",
 }

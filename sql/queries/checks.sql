@@ -33,41 +33,45 @@ HAVING count(c.id) = 0
 LIMIT 20;
 
 -- name: keyword_statistics_drift
--- Sets of groups whose recorded number of passages (keyword_df's term '', per set; set 0, every
--- set, named by NULL) differs from the chunks that hold them: searches would weigh terms and
--- choose their plan by a wrong count (sql/024_statistics_per_group_set.sql).
-WITH counted AS (
-    SELECT canonical_groups(allowed_groups) AS groups, count(*) AS chunks FROM chunks GROUP BY 1
+-- Sets of groups and groups whose recorded number of passages (the term '' of keyword_df, per
+-- set, and of keyword_df_by_group, per group) differs from the chunks that hold them: searches
+-- would weigh terms and choose their plan by a wrong count (sql/024, sql/025).
+WITH passages AS (SELECT canonical_groups(allowed_groups) AS groups FROM chunks),
+counted AS (
+    SELECT 'set ' || groups::text AS passages_of, count(*) AS chunks FROM passages GROUP BY 1
+    UNION ALL
+    SELECT 'group ' || g, count(*) FROM passages, unnest(groups) g GROUP BY 1
 ), recorded AS (
-    SELECT s.groups, d.df AS chunks
+    SELECT 'set ' || s.groups::text AS passages_of, d.df AS chunks
     FROM keyword_df d JOIN group_sets s ON s.id = d.set_id WHERE d.term = ''
+    UNION ALL
+    SELECT 'group ' || group_name, df FROM keyword_df_by_group WHERE term = ''
 )
-SELECT coalesce(r.groups, c.groups), coalesce(r.chunks, 0), coalesce(c.chunks, 0)
-FROM recorded r FULL JOIN counted c ON c.groups = r.groups
+SELECT coalesce(r.passages_of, c.passages_of), coalesce(r.chunks, 0), coalesce(c.chunks, 0)
+FROM recorded r FULL JOIN counted c ON c.passages_of = r.passages_of
 WHERE coalesce(r.chunks, 0) <> coalesce(c.chunks, 0)
-UNION ALL
-SELECT NULL, coalesce((SELECT df FROM keyword_df WHERE term = '' AND set_id = 0), 0),
-       (SELECT count(*) FROM chunks)
-WHERE coalesce((SELECT df FROM keyword_df WHERE term = '' AND set_id = 0), 0)
-      <> (SELECT count(*) FROM chunks)
 LIMIT 20;
 
 -- name: keyword_df_drift
--- How many rows of keyword_df and the chunks disagree on, per set of groups and for every set
--- (set 0, named '{*}' here; rows at zero are kept by design). Every term of every passage: for
--- tests and bench/crash.py, too slow for a check at 1M passages.
+-- How many rows of keyword_df and keyword_df_by_group and the chunks disagree on (rows at zero
+-- are kept by design). Every term of every passage: for tests and bench/crash.py, too slow for
+-- a check at 1M passages.
 WITH kept AS (
-    SELECT coalesce(s.groups, '{*}') AS groups, d.term, d.df
+    SELECT 'set ' || s.groups::text AS passages_of, d.term, d.df
     FROM keyword_df d LEFT JOIN group_sets s ON s.id = d.set_id WHERE d.df <> 0
+    UNION ALL
+    SELECT 'group ' || group_name, term, df FROM keyword_df_by_group WHERE df <> 0
 ),
 passages AS (SELECT canonical_groups(allowed_groups) AS groups, keywords FROM chunks),
 held AS (
-    SELECT groups, term, df FROM (
-        SELECT groups, lexeme AS term, count(*)::int AS df FROM passages, unnest(keywords)
-        GROUP BY 1, 2
-        UNION ALL SELECT groups, '', count(*)::int FROM passages GROUP BY 1
-        UNION ALL SELECT '{*}', lexeme, count(*)::int FROM passages, unnest(keywords) GROUP BY 2
-        UNION ALL SELECT '{*}', '', count(*)::int FROM passages
+    SELECT passages_of, term, df FROM (
+        SELECT 'set ' || groups::text AS passages_of, lexeme AS term, count(*)::int AS df
+        FROM passages, unnest(keywords) GROUP BY 1, 2
+        UNION ALL SELECT 'set ' || groups::text, '', count(*)::int FROM passages GROUP BY 1
+        UNION ALL SELECT 'group ' || g, lexeme, count(*)::int
+        FROM passages, unnest(groups) g, unnest(keywords) GROUP BY 1, 2
+        UNION ALL SELECT 'group ' || g, '', count(*)::int FROM passages, unnest(groups) g
+        GROUP BY 1
     ) t WHERE df <> 0
 )
 SELECT count(*) FROM ((TABLE kept EXCEPT TABLE held) UNION ALL (TABLE held EXCEPT TABLE kept)) d;

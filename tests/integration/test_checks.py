@@ -109,7 +109,12 @@ def test_keyword_statistics_follow_re_permission_and_deletion(indexed, conn):
 
 
 def test_keyword_statistics_check_fails_on_a_count_that_drifted(indexed, conn):
-    conn.execute("UPDATE keyword_df SET df = df + 1 WHERE term = '' AND set_id <> 0")
+    conn.execute("UPDATE keyword_df SET df = df + 1 WHERE term = ''")
+    assert not run_check(checks.keyword_statistics_match_chunks, indexed).passed
+
+
+def test_keyword_statistics_check_fails_on_a_group_count_that_drifted(indexed, conn):
+    conn.execute("UPDATE keyword_df_by_group SET df = df + 1 WHERE term = ''")
     assert not run_check(checks.keyword_statistics_match_chunks, indexed).passed
 
 

@@ -279,26 +279,24 @@ def test_the_replayed_attack_learns_nothing(installation, plan):
 MUTATIONS = {
     "term document frequency": ("exact", "search_scope",
                                 "SELECT coalesce(c.df, 0)::bigint",
-                                "SELECT coalesce((SELECT k.df FROM keyword_df k WHERE k.set_id = 0"
-                                " AND k.term = t.term), 0)::bigint"),
+                                "SELECT coalesce((SELECT sum(k.df) FROM keyword_df k"
+                                " WHERE k.term = t.term), 0)::bigint"),
     "passage count": ("exact", "search_scope",
                       "SELECT coalesce((SELECT df FROM counts WHERE term = ''), 0)",
-                      "SELECT coalesce((SELECT df FROM keyword_df WHERE term = '' AND set_id = 0)"
+                      "SELECT coalesce((SELECT sum(df) FROM keyword_df WHERE term = '')"
                       ", 0)"),
     "plan choice": ("exact", "search_scope",
                     "r.n <= %(exact_passages)s AS exact",
-                    "(SELECT df FROM keyword_df WHERE term = '' AND set_id = 0)"
+                    "(SELECT sum(df) FROM keyword_df WHERE term = '')"
                     " <= %(exact_passages)s AS exact"),
     "seeds and tiers": ("index", "keyword_leg",
                         "SELECT query, df, sum(df) OVER (ORDER BY idf DESC, term) AS running",
-                        "SELECT query, df, sum((SELECT k.df FROM keyword_df k WHERE k.set_id = 0"
-                        " AND k.term = informative.term)) OVER (ORDER BY idf DESC, term)"
+                        "SELECT query, df, sum((SELECT sum(k.df) FROM keyword_df k"
+                        " WHERE k.term = informative.term)) OVER (ORDER BY idf DESC, term)"
                         " AS running"),
     "unknown terms": ("exact", "unknown_terms",
-                      "JOIN group_sets s ON s.id = d.set_id\n"
-                      "    WHERE d.term = t.term AND d.df > 0 AND s.groups && %(groups)s::text[]",
-                      "WHERE d.term = t.term AND d.df > 0 AND d.set_id = 0"
-                      " AND %(groups)s::text[] IS NOT NULL"),
+                      "AND g.group_name = ANY(%(groups)s::text[])",
+                      "AND %(groups)s::text[] IS NOT NULL"),
 }
 
 
@@ -314,7 +312,7 @@ def test_the_property_fails_when_any_one_statistic_counts_the_whole_index(
     if mutation == "plan choice":  # the whole index now: exact, until it grows
         with connect(kb.url, autocommit=True) as conn:
             exact_passages = conn.execute(
-                "SELECT df FROM keyword_df WHERE term = '' AND set_id = 0").fetchone()[0]
+                "SELECT sum(df) FROM keyword_df WHERE term = ''").fetchone()[0]
         max_candidates, share_base = PLANS["index"][1:]
     _use_plan(monkeypatch, exact_passages, max_candidates, share_base)
     monkeypatch.setitem(statements, name, statements[name].replace(old, new))

@@ -350,11 +350,11 @@ def test_unknown_terms_are_read_from_the_statistics_of_the_callers_sets(conn):
 def test_a_set_of_groups_first_written_during_a_search_counts_nothing_it_may_not_read(
         corpus, conn, searcher, database_url, monkeypatch):
     """search_scope and the keyword leg are two statements, each reading its own snapshot: a
-    document of a new set of groups written between them is in set 0's counts by the second,
-    so the second must count nothing (search_scope counts the terms too)."""
+    document of a new set of groups written between them would be counted by the second, so
+    the second must count nothing (search_scope counts the terms too)."""
     from kb_search import search
 
-    caller = ["all-employees", "hr"]  # meets every set: counted from set 0, less none
+    caller = ["all-employees", "hr"]
     prepared = searcher.prepare("年次有給休暇の申請", "keyword")
 
     def told() -> list[tuple]:  # the evidence too: answerability reads it
