@@ -528,6 +528,35 @@ def test_the_terms_unknown_to_a_caller_are_those_none_of_its_passages_holds(
     assert found == set(terms) - readable
 
 
+@hypothesis_settings(max_examples=300, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(assignment=_ASSIGNMENTS, common=st.sampled_from(_GROUPS),
+       outside=st.sets(st.integers(0, len(CORPUS) - 1), max_size=3),
+       caller=st.lists(st.sampled_from(_GROUPS), max_size=4),
+       drawn=st.sets(st.integers(0, 10**6), max_size=8))
+def test_a_callers_figures_count_each_passage_it_may_read_once(
+        corpus, conn, assignment, common, outside, caller, drawn):
+    """search_scope adds up the caller's groups, each passage once: a passage of several of
+    them is taken off the later groups, read from the sets an earlier group meets or from those
+    it does not, whichever are fewer. `common` is of most documents, as all-employees is, so that
+    a later group's sets are mostly met by it, or mostly not; the caller's groups come repeated
+    and unsorted as a request's may."""
+    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
+    for i, (uri, groups) in enumerate(zip(uris, assignment, strict=True)):
+        conn.execute(query("regroup_document"), {
+            "uri": uri, "groups": sorted(groups if i in outside else groups | {common}),
+            "rule": "test"})
+    passages = conn.execute(
+        "SELECT allowed_groups, tsvector_to_array(keywords) FROM chunks").fetchall()
+    lexemes = sorted({term for _, terms in passages for term in terms})
+    terms = sorted({lexemes[i % len(lexemes)] for i in drawn} | {"存在しない語"})
+    readable = [set(held) for groups, held in passages if set(groups) & set(caller)]
+    count, dfs, _, _ = conn.execute(query("search_scope"), {
+        "groups": caller, "terms": terms, "exact_passages": 5000, "names": ""}).fetchone()
+    assert count == len(readable)
+    assert dfs == [sum(term in held for held in readable) for term in terms]
+
+
 # The permission property above, with learned facts (approved corrections): corrections
 # of one document, of several sharing a group, and of documents of different groups.
 FACTS = {
