@@ -4,10 +4,11 @@
 -- compared every set with its groups; its p95 went from 18 to 50 ms at 100k passages.
 --
 -- keyword_df_by_group holds each term's document frequency among the passages one group may
--- read, the term '' their number. Summed over the caller's groups, a passage of a set holding
--- m of them is counted m times: search_scope takes the sets holding two or more of them (found
--- through the groups' index, few in a company) m - 1 times off, from keyword_df. Exact, as
--- before. It replaces keyword_df's set 0 (the sums over every set), which nothing needs now.
+-- read, the term '' their number. A passage of several of the caller's groups must count once:
+-- search_scope (sql/queries/search.sql) takes the caller's group of most passages whole, and
+-- from each other group only its sets that no group before it meets, read from keyword_df
+-- (those sets, or the group's figure less the others, whichever are fewer). Exact, as before.
+-- It replaces keyword_df's set 0 (the sums over every set), which nothing needs now.
 --
 -- Kept by the same statement triggers as keyword_df, in the same statement.
 

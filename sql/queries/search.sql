@@ -27,7 +27,7 @@ WITH caller AS MATERIALIZED (
     SELECT l.rank, s.id, s.groups && l.earlier AS met
     FROM caller l JOIN group_sets s ON s.groups @> ARRAY[l.name]
     WHERE l.rank > 1
-), sides AS MATERIALIZED (
+), sides AS MATERIALIZED (  -- `less`: the group's own figure less its sets met, the fewer
     SELECT rank, count(*) FILTER (WHERE met) < count(*) FILTER (WHERE NOT met) AS less
     FROM later GROUP BY rank
 ), counts AS (  -- term '' counts the passages
@@ -39,8 +39,8 @@ WITH caller AS MATERIALIZED (
         UNION ALL
         SELECT d.term, CASE WHEN s.less THEN -d.df ELSE d.df END
         FROM later l JOIN sides s ON s.rank = l.rank AND s.less = l.met
-        -- OFFSET 0: read by set, through keyword_df's key, never by a scan of every set's
-        -- rows of the terms (chosen by the plan for every caller, it read 73,000 rows).
+        -- OFFSET 0 keeps this a lookup by set through keyword_df's key: joined freely, a plan
+        -- read every set's rows of the terms (73,000 with 10,000 sets) to keep 1,230 sets'.
         CROSS JOIN LATERAL (SELECT d.term, d.df FROM keyword_df d
                             WHERE d.set_id = l.id
                               AND d.term = ANY(array_prepend('', %(terms)s::text[]))
