@@ -502,6 +502,22 @@ def test_a_term_only_forbidden_documents_hold_is_unknown_to_the_caller(corpus, c
     assert not {"給与", "支給"} & unknown(["hr"])
 
 
+def _regrouped(corpus: Path, conn: psycopg.Connection, assignment: list[set[str]], common: str,
+               outside: set[int], drawn: set[int]) -> tuple[list[tuple], list[str]]:
+    """The corpus given the groups `assignment` draws, `common` too but for the documents
+    `outside`: its passages (groups, terms), and the terms `drawn` from theirs with one that
+    none holds."""
+    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
+    for i, (uri, groups) in enumerate(zip(uris, assignment, strict=True)):
+        conn.execute(query("regroup_document"), {
+            "uri": uri, "groups": sorted(groups if i in outside else groups | {common}),
+            "rule": "test"})
+    passages = conn.execute(
+        "SELECT allowed_groups, tsvector_to_array(keywords) FROM chunks").fetchall()
+    lexemes = sorted({term for _, terms in passages for term in terms})
+    return passages, sorted({lexemes[i % len(lexemes)] for i in drawn} | {"存在しない語"})
+
+
 @hypothesis_settings(max_examples=300, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(assignment=_ASSIGNMENTS, common=st.sampled_from(_GROUPS),
@@ -513,15 +529,7 @@ def test_the_terms_unknown_to_a_caller_are_those_none_of_its_passages_holds(
     read: the answer is still exactly the terms no passage it may read holds. One group reads
     every document but those `outside`, as all-employees does, so that the skip is taken and
     its edge (a term held by just the passages the caller may not read) is reached."""
-    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
-    for i, (uri, groups) in enumerate(zip(uris, assignment, strict=True)):
-        conn.execute(query("regroup_document"), {
-            "uri": uri, "groups": sorted(groups if i in outside else groups | {common}),
-            "rule": "test"})
-    passages = conn.execute(
-        "SELECT allowed_groups, tsvector_to_array(keywords) FROM chunks").fetchall()
-    lexemes = sorted({term for _, terms in passages for term in terms})
-    terms = sorted({lexemes[i % len(lexemes)] for i in drawn} | {"存在しない語"})
+    passages, terms = _regrouped(corpus, conn, assignment, common, outside, drawn)
     readable = {term for groups, held in passages if set(groups) & caller for term in held}
     found = {t for (t,) in conn.execute(query("unknown_terms"),
                                         {"terms": terms, "groups": sorted(caller)})}
@@ -541,15 +549,7 @@ def test_a_callers_figures_count_each_passage_it_may_read_once(
     it does not, whichever are fewer. `common` is of most documents, as all-employees is, so that
     a later group's sets are mostly met by it, or mostly not; the caller's groups come repeated
     and unsorted as a request's may."""
-    uris = [str(corpus / rel) for rel in sorted(CORPUS)]
-    for i, (uri, groups) in enumerate(zip(uris, assignment, strict=True)):
-        conn.execute(query("regroup_document"), {
-            "uri": uri, "groups": sorted(groups if i in outside else groups | {common}),
-            "rule": "test"})
-    passages = conn.execute(
-        "SELECT allowed_groups, tsvector_to_array(keywords) FROM chunks").fetchall()
-    lexemes = sorted({term for _, terms in passages for term in terms})
-    terms = sorted({lexemes[i % len(lexemes)] for i in drawn} | {"存在しない語"})
+    passages, terms = _regrouped(corpus, conn, assignment, common, outside, drawn)
     readable = [set(held) for groups, held in passages if set(groups) & set(caller)]
     count, dfs, _, _ = conn.execute(query("search_scope"), {
         "groups": caller, "terms": terms, "exact_passages": 5000, "names": ""}).fetchone()
