@@ -22,6 +22,7 @@ from kb_search.answerers.contract import citations, claims
 
 __all__ = [
     "AnswerMetrics",
+    "NotFoundByMiss",
     "WrongAnswer",
     "bare_text",
     "evaluate_answers",
@@ -44,6 +45,15 @@ class WrongAnswer(msgspec.Struct):
     answer: str  # its first 120 characters
     reasons: list[str]
     cited: list[str]
+
+
+class NotFoundByMiss(msgspec.Struct):
+    """"Not found" on the unanswerable questions of one kind ("near" or "far"): recall over
+    them, and precision as if the set held only them and the answerable questions."""
+
+    unanswerable: int
+    not_found_precision: float
+    not_found_recall: float
 
 
 class AnswerMetrics(msgspec.Struct):
@@ -74,6 +84,8 @@ class AnswerMetrics(msgspec.Struct):
     # The citations of extractive answers whose quote holds every sentence the answer took from
     # that passage (`quotes_hold`); only where the extractive answerer answered.
     quotes_hold_answer_rate: float | UnsetType = UNSET
+    # Where the set says of its unanswerable questions how near the documents come ("miss").
+    by_miss: dict[str, NotFoundByMiss] | UnsetType = UNSET
 
     def faithfulness(self) -> float | None:
         """The model-judged faithfulness; None when no judge ran or it scored no answer."""
@@ -119,7 +131,9 @@ def evaluate_answers(
     - cited_expected_rate: answerable questions answered citing the expected document and no
       document outside the question's groups;
     - not_found_precision / not_found_recall: of "not found" on the unanswerable questions;
-      answerable_not_found_rate: answerable questions answered "not found";
+      answerable_not_found_rate: answerable questions answered "not found"; by_miss: the first
+      two for each kind of unanswerable question the set tags ("miss": "near" or "far"), the
+      precision counting that kind's refusals against the answerable questions';
     - numbers_match_rate: found answers whose every number and code appears in a passage they
       cite; verified_rate: answers whose verification raised no warning at all;
     - citations_in_order_rate: found answers numbered as read (`numbered_in_order`);
@@ -169,7 +183,23 @@ def evaluate_answers(
             "answer_chars_median": quantile(bodies, 0.5),
             "answer_chars_p90": quantile(bodies, 0.9)} if gold else {}),
         **({"quotes_hold_answer_rate": rate(sum(held), len(held))} if held else {}),
+        **({"by_miss": by_miss} if (by_miss := _by_miss(questions, answers)) else {}),
     )
+
+
+def _by_miss(questions: list[EvalQuestion], answers: list[AskResult]
+             ) -> dict[str, NotFoundByMiss]:
+    """The not-found figures of each kind of unanswerable question the set tags."""
+    refused_answerable = sum(1 for q, a in zip(questions, answers, strict=True)
+                             if q.answerable and not a.found)
+    figures = {}
+    for kind in sorted({q.miss for q in questions if q.miss}):
+        said = [not a.found for q, a in zip(questions, answers, strict=True) if q.miss == kind]
+        figures[kind] = NotFoundByMiss(
+            unanswerable=len(said),
+            not_found_precision=rate(sum(said), sum(said) + refused_answerable),
+            not_found_recall=rate(sum(said), len(said)))
+    return figures
 
 
 _CITATION = re.compile(r"\[\d+\]")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -33,12 +34,15 @@ class EvalPart(msgspec.Struct, omit_defaults=True):
     answerable: bool = True  # False: no document the caller may read answers this part
 
 
-class EvalQuestion(msgspec.Struct):
+class EvalQuestion(msgspec.Struct, omit_defaults=True):
     """One line of an eval file."""
 
     question: str
     expected_source: str | None = None
     answerable: bool = True
+    # Of an unanswerable question, how near the documents come: "near", they talk about its
+    # topic but not the answer (ZP-2041's price); "far", they hold nothing on it (社員食堂).
+    miss: Literal["near", "far"] | None = None
     groups: list[str] | None = None
     note: str | None = None
     answer: str | None = None  # the gold span: retrieval is then scored by passage
@@ -81,6 +85,9 @@ def _parse_line(line: str, where: str, need_expected: bool) -> EvalQuestion:
         raise ValueError(f"{where}: {err}") from err
     if not question.question.strip():
         raise ValueError(f"{where}: \"question\" is empty")
+    if question.miss is not None and question.answerable:
+        raise ValueError(f"{where}: \"miss\" describes an unanswerable question; this one is "
+                         "answerable")
     if question.parts is not None:
         # The parts are scored, not the whole: a top-level source or span would be read by the
         # single-question scoring and score the line as if it had one part.

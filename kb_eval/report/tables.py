@@ -72,7 +72,19 @@ def answer_measures(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
         ("citations_in_order_rate", "found answers whose citations are numbered 1, 2, ... as read",
          answers.citations_in_order_rate),
         *_quotes_measure(answers),
+        *_miss_measures(answers),
     ]
+
+
+def _miss_measures(answers: AnswerMetrics) -> list[tuple[str, str, float]]:
+    """Not found on each kind of unanswerable question, where the set tags them."""
+    if isinstance(answers.by_miss, UnsetType):
+        return []
+    return [measure for kind, f in answers.by_miss.items() for measure in (
+        (f"not_found_precision_{kind}", f'"not found" precision on the {kind} misses',
+         f.not_found_precision),
+        (f"not_found_recall_{kind}", f'"not found" recall on the {kind} misses',
+         f.not_found_recall))]
 
 
 def _quotes_measure(answers: AnswerMetrics) -> list[tuple[str, str, float]]:

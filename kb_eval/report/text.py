@@ -61,6 +61,10 @@ def text_report(report: EvalReport) -> str:
             f"not found: precision {answers.not_found_precision:.1%}, recall "
             f"{answers.not_found_recall:.1%} over {answers.unanswerable} unanswerable; "
             f"said of {answers.answerable_not_found_rate:.1%} of the answerable",
+            *(f"  {kind} misses: precision {f.not_found_precision:.1%}, recall "
+              f"{f.not_found_recall:.1%} over {f.unanswerable}"
+              for kind, f in ({} if isinstance(answers.by_miss, UnsetType)
+                              else answers.by_miss).items()),
             f"numbers and codes found in a cited passage: {answers.numbers_match_rate:.1%}"
             f" of {answers.found} answers; verified answers: {answers.verified_rate:.1%}",
             f"citations numbered 1, 2, ... as read: {answers.citations_in_order_rate:.1%} of "

@@ -19,6 +19,7 @@ from kb_core.settings import REPO_ROOT as SETTINGS_ROOT
 from kb_core.settings import Settings
 from kb_eval.answers import (
     AnswerMetrics,
+    NotFoundByMiss,
     evaluate_answers,
     numbered_in_order,
     numbers_match,
@@ -465,6 +466,34 @@ def test_a_missed_not_found_lowers_not_found_recall() -> None:
     assert report.answerable_not_found_rate == 1.0  # the one answerable question refused
     assert report.cited_expected_rate == 0.0
     assert [w.reasons for w in report.wrong] == [["missed not found"], ["said not found"]]
+
+
+def test_not_found_is_measured_for_each_kind_of_miss_against_the_same_answerable() -> None:
+    near = msgspec.structs.replace(asked(None), miss="near")
+    far = msgspec.structs.replace(asked(None), miss="far")
+    report = measure([(near, answered("ポータルから申請します。[1]", FAQ)),
+                      (near, answered(NOT_FOUND, FAQ)),
+                      (near, answered(NOT_FOUND, FAQ)),
+                      (far, answered(NOT_FOUND, FAQ)),
+                      (asked("all/就業規則.md"), answered(NOT_FOUND, RULES)),
+                      (asked("all/就業規則.md"), answered("5日前までです。[1]", RULES))])
+    assert report.not_found_recall == 0.75
+    assert report.by_miss == {
+        "far": NotFoundByMiss(unanswerable=1, not_found_precision=0.5, not_found_recall=1.0),
+        "near": NotFoundByMiss(unanswerable=3, not_found_precision=round(2 / 3, 4),
+                               not_found_recall=round(2 / 3, 4))}
+    assert "by_miss" not in msgspec.to_builtins(measure([(asked(None), answered(NOT_FOUND))]))
+
+
+def test_the_kind_of_miss_describes_only_an_unanswerable_question(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "eval.jsonl", [
+        '{"question": "q", "answerable": false, "miss": "near"}',
+        '{"question": "q", "expected_source": "a.md", "miss": "far"}'])
+    with pytest.raises(ValueError, match="line 2: \"miss\" describes an unanswerable"):
+        load_questions(path)
+    with pytest.raises(ValueError, match="line 1: .*near.*far|line 1: .*miss"):
+        load_questions(write_lines(tmp_path / "bad.jsonl",
+                                   ['{"question": "q", "answerable": false, "miss": "close"}']))
 
 
 def test_an_answer_from_a_forbidden_group_is_a_failure() -> None:
