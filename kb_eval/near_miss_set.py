@@ -14,7 +14,8 @@ article, shares its words, and is answered with a sentence that does not answer 
 An article is Markdown: its `# title`, then paragraphs separated by blank lines. In each article,
 `--per-article` paragraphs that hold a question's gold span are drawn with `--seed` and removed.
 A question becomes a near miss (`"answerable": false, "miss": "near"`) when its gold span was in a
-removed paragraph and now occurs nowhere in the corpus (NFKC, white space removed). The other
+removed paragraph and now occurs nowhere in the corpus (NFKC, white space removed), unless the
+question itself names it (a choice between two). The other
 answerable questions about the same articles are the controls, kept when their gold span occurs
 in no removed paragraph and still in their article (so none of them lost its answer). The source
 set's unanswerable questions are kept, as far misses (`"miss": "far"`): they ask about articles
@@ -73,7 +74,10 @@ def near_miss_set(articles: dict[str, str], questions: list[EvalQuestion], per_a
             continue
         span = squeezed(q.answer)
         in_removed = any(span in p for p in removed[q.expected_source])
-        if in_removed and not any(span in text for text in corpus):
+        # A question naming its answer (「大正改訳」と明治元訳のどちら…) is answered by any
+        # sentence comparing the two: no near miss, though its span left.
+        if in_removed and span not in squeezed(q.question) \
+                and not any(span in text for text in corpus):
             chosen.append(EvalQuestion(q.question, answerable=False, miss="near",
                                        answer=q.answer, question_type=q.question_type,
                                        note=f"its answer was removed from {q.expected_source}"))

@@ -31,9 +31,11 @@ import numpy as np
 
 from kb_eval.fit.devsets import (
     FOLDS,
+    Figures,
     fitter_parser,
     folds_by_document,
     installation,
+    keep_every_set,
     parse_set,
     set_name,
 )
@@ -45,11 +47,14 @@ from kb_search.answerability import (
     MODEL_FILE,
     AnswerabilityModel,
     AnswerabilityModels,
+    default_models,
 )
 
 L2 = 1.0  # on standardized features; the sets hold thousands of questions
 # The model for indexes of any other embedder reads no similarity (its scale is the model's own).
 WITHOUT_SIMILARITY = tuple(f for f in FEATURES if f != "similarity")
+# The refusal share at which a fit must keep every set's figures: the product's default.
+KEPT_AT = 0.01
 SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3)
 
 
@@ -62,6 +67,7 @@ class DevSet:
     refused: np.ndarray  # bool: refused by a rule whatever the model says
     found: np.ndarray  # bool: the expected document is among the passages
     folds: np.ndarray  # int
+    miss: np.ndarray  # str: an unanswerable question's "miss" ("near", "far"), else ""
 
 
 def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> DevSet:
@@ -73,7 +79,7 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
         arrays = np.load(kept)
         return DevSet(set_name(path), str(arrays["embedder"]),
                       *(arrays[f] for f in ("features", "answerable", "refused", "found",
-                                            "folds")))
+                                            "folds", "miss")))
     questions = load_questions(path)
     rows, refused, found, documents = [], [], [], []
     started = time.perf_counter()
@@ -91,7 +97,8 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> De
           file=sys.stderr)
     collected = DevSet(set_name(path), embedder, np.array(rows, dtype=float),
                        np.array([q.answerable for q in questions]), np.array(refused),
-                       np.array(found), folds_by_document(documents))
+                       np.array(found), folds_by_document(documents),
+                       np.array([q.miss or "" for q in questions]))
     if kept:
         kept.parent.mkdir(parents=True, exist_ok=True)
         np.savez(kept, **{f.name: np.asarray(getattr(collected, f.name))
@@ -180,7 +187,25 @@ def _figures(s: DevSet, weak: np.ndarray) -> dict[str, float]:
         "not found recall": float(not_found[unanswerable].mean()) if unanswerable.any() else 0,
         "not found precision": float((not_found & unanswerable).sum() / said) if said else 0,
         "answered with the document found": float((~not_found & s.found)[answerable].mean()),
+        **{f"{kind} misses refused": float(not_found[s.miss == kind].mean())
+           for kind in ("near", "far") if (s.miss == kind).any()},
     }
+
+
+def in_sample(sets: list[DevSet], model: AnswerabilityModel, share: float) -> dict[str, Figures]:
+    """The figures a fit must keep on every set, with one question's worth of each: the
+    answerable questions answered with their document found, and each kind of unanswerable
+    question refused, at the refusal share `share`."""
+    kept = {}
+    for s in sets:
+        probability = np.array([model.probability(row) for row in s.features])
+        figures = _figures(s, probability < model.threshold(share))
+        counts = {"answered with the document found": s.answerable.sum(),
+                  "not found recall": (~s.answerable).sum(),
+                  **{f"{kind} misses refused": (s.miss == kind).sum() for kind in ("near", "far")}}
+        kept[s.name] = {name: (figures[name], 1 / counts[name]) for name in counts
+                        if name in figures and counts[name]}
+    return kept
 
 
 def main(argv: list[str]) -> int:
@@ -194,6 +219,7 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"the sets are indexed with different embedders: {embedders}")
     everything = lambda s: np.ones(len(s.answerable), dtype=bool)  # noqa: E731
     models = []
+    committed = default_models() if MODEL_FILE.exists() else None
     for features, embedder in ((FEATURES, embedders.pop()), (WITHOUT_SIMILARITY, None)):
         print(f"model for {embedder or 'any other embedder'} over {', '.join(features)}; "
               "held-out figures (5 folds grouped by document):")
@@ -211,6 +237,9 @@ def main(argv: list[str]) -> int:
         model = model_of(*_pooled(sets, everything), features, embedder, note)
         print("  weights:", dict(zip(features, np.round(model.weights, 3).tolist(), strict=True)),
               "bias", round(model.bias, 3))
+        before = committed.for_embedder(embedder) if committed else None
+        keep_every_set(in_sample(sets, before, KEPT_AT) if before else {},
+                       in_sample(sets, model, KEPT_AT), args)
         models.append(model)
     if args.write:
         MODEL_FILE.write_text(msgspec.json.encode(AnswerabilityModels(models)).decode() + "\n",

@@ -5,7 +5,7 @@ inside, its searcher and a search connection, and the set's folds grouped by doc
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,8 +19,8 @@ from kb_search.rerankers import make_reranker
 from kb_search.search import Searcher, configure_search_session
 from kb_search.synonyms import Synonyms
 
-__all__ = ["FOLDS", "fitter_parser", "folds_by_document", "installation", "parse_set",
-           "searching", "set_name"]
+__all__ = ["FOLDS", "Figures", "fitter_parser", "folds_by_document", "installation",
+           "keep_every_set", "parse_set", "searching", "set_name"]
 
 FOLDS = 5
 
@@ -33,7 +33,38 @@ def fitter_parser(name: str, doc: str, written: Path) -> argparse.ArgumentParser
     parser.add_argument("--set", action="append", required=True, metavar="EVAL=HOME:GROUPS",
                         help="a question set, the KB_HOME that indexes it, its default groups")
     parser.add_argument("--write", action="store_true", help=f"write {written.name}")
+    parser.add_argument("--accept-loss", action="store_true",
+                        help="write even where a set's figure falls below its figure before "
+                             "the fit (say why in the commit)")
     return parser
+
+
+# A set's figures (higher is better), each with the most it may fall by: one question's worth.
+Figures = Mapping[str, tuple[float, float]]
+
+
+def keep_every_set(before: Mapping[str, Figures], after: Mapping[str, Figures],
+                   args: argparse.Namespace) -> None:
+    """Prints every set's figures before and after a fit, in sample, and each figure that fell
+    by more than one question; when the fit is to be written (`args.write`), raises SystemExit
+    naming them instead (a fit must not buy one set's gain with another's loss), unless
+    `args.accept_loss`."""
+    print("every set before and after the fit (in sample):")
+    losses = []
+    for name, figures in after.items():
+        cells = []
+        for figure, (value, question) in figures.items():
+            old = before.get(name, {}).get(figure)
+            cells.append(f"{figure} {'-' if old is None else f'{old[0]:.4f}'} -> {value:.4f}")
+            if old is not None and value < old[0] - question - 1e-12:
+                losses.append(f"{name}: {figure} {old[0]:.4f} -> {value:.4f}")
+        print(f"  {name}: " + ", ".join(cells))
+    for loss in losses:
+        print(f"  fell: {loss}")
+    if losses and args.write and not args.accept_loss:
+        raise SystemExit("the fit lowers a development set's figure by more than one question, "
+                         "so nothing is written (--accept-loss writes it anyway): "
+                         + "; ".join(losses))
 
 
 def parse_set(spec: str) -> tuple[Path, Path, list[str]]:

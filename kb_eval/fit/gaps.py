@@ -24,6 +24,7 @@ import numpy as np
 
 from kb_core.embeddings import make_embedder
 from kb_core.settings import Settings
+from kb_eval.fit.devsets import Figures, keep_every_set
 from kb_search.gaps import THRESHOLDS_FILE, group_questions
 
 GRID = [round(t, 3) for t in np.arange(0.78, 0.96, 0.005)]
@@ -67,6 +68,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--labels", type=Path, required=True,
                         help='JSON lines {"question": ..., "topic": ...}')
     parser.add_argument("--write", action="store_true", help=f"write {THRESHOLDS_FILE.name}")
+    parser.add_argument("--accept-loss", action="store_true",
+                        help="write even where the grouping's F falls below its figure before "
+                             "the fit")
     args = parser.parse_args(argv)
     rows = [json.loads(line) for line in args.labels.read_text(encoding="utf-8").splitlines()
             if line.strip()]
@@ -92,9 +96,16 @@ def main(argv: list[str]) -> int:
           f"{threshold}; cross-validated purity {np.mean([h[0] for h in held]):.3f}, inverse "
           f"purity {np.mean([h[1] for h in held]):.3f}; fitted on all: {whole[0]:.3f} / "
           f"{whole[1]:.3f}")
+    kept = msgspec.json.decode(THRESHOLDS_FILE.read_bytes()) if THRESHOLDS_FILE.exists() \
+        else {"thresholds": {}}
+    before = kept["thresholds"].get(embedder.name)
+
+    def grouped(threshold: float) -> dict[str, Figures]:  # the F a fit must keep
+        f = _f(purity(group_questions(questions, vectors, threshold), topics))
+        return {args.labels.name: {"F": (f, 1 / len(questions))}}
+
+    keep_every_set(grouped(before) if before is not None else {}, grouped(threshold), args)
     if args.write:
-        kept = msgspec.json.decode(THRESHOLDS_FILE.read_bytes()) if THRESHOLDS_FILE.exists() \
-            else {"thresholds": {}}
         kept["thresholds"][embedder.name] = threshold
         kept["fitted_on"] = (f"{args.labels.name}: {len(questions)} questions in {len(names)} "
                              "topics (python -m kb_eval.fit gaps)")

@@ -34,9 +34,11 @@ import numpy as np
 
 from kb_eval.fit.devsets import (
     FOLDS,
+    Figures,
     fitter_parser,
     folds_by_document,
     installation,
+    keep_every_set,
     parse_set,
     searching,
     set_name,
@@ -48,6 +50,7 @@ from kb_search.answerers.sentences import (
     MODEL_FILE,
     SentenceModel,
     candidate_sentences,
+    default_model,
 )
 from kb_search.asking import Asker
 from kb_search.question_parts import split_question
@@ -189,6 +192,14 @@ def model_of(questions: list[Question], note: str = "") -> SentenceModel:
     return best_model
 
 
+def gold_in_answer(model: SentenceModel, questions: list[Question]) -> Figures:
+    """The figure a fit must keep on every set: the share of its questions whose quoted
+    sentences hold the gold answer, in sample, with one question's worth."""
+    hits = [quoted(model, q, s)[0] for q, s in zip(questions, scored(model, questions),
+                                                   strict=True)]
+    return {"gold in answer": (float(np.mean(hits)), 1 / len(hits))}
+
+
 def main(argv: list[str]) -> int:
     parser = fitter_parser("sentences", __doc__, MODEL_FILE)
     parser.add_argument("--cache", type=Path, default=None,
@@ -230,6 +241,9 @@ def main(argv: list[str]) -> int:
     note = "; ".join(lines)
     print("\n".join(lines))
     model = model_of(questions, note)
+    before = default_model() if MODEL_FILE.exists() else None
+    keep_every_set({name: gold_in_answer(before, qs) for name, qs in sets.items()} if before
+                   else {}, {name: gold_in_answer(model, qs) for name, qs in sets.items()}, args)
     print(f"fitted on everything: coverage {model.coverage}, max {model.max_chars} chars; "
           + ", ".join(f"{f} {w:+.3f}" for f, w in zip(model.features, model.weights,
                                                           strict=True)))

@@ -117,3 +117,4 @@ def test_a_model_reads_only_its_own_features_of_the_full_vector():
     assert model.probability([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]) == 0.5
     assert model.probability([9.0, 0.0, 9.0, 9.0, 9.0, 9.0, 9.0]) == 0.5  # the others ignored
     assert model.probability([0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0]) > 0.8
+
