@@ -13,8 +13,9 @@ relevant as `kb eval` counts it (a passage of the expected document that holds t
 where the question gives one). The fusion (kb_search.fusion.fuse) is then recomputed here for
 each point of a grid of its numbers, and scored by MRR@10 against each set's better leg alone:
 the point chosen stands highest above it on the set where it stands lowest, among the points
-that keep every set's MRR@10 at least where the committed fusion has it (the committed fusion
-among them, so a refit never lowers a set; it prints every set before and after). Figures are
+that keep every set's MRR@10 and recall@5 at least where the committed fusion has them (the
+committed fusion among them, so a refit never lowers a set; it prints every set before and
+after). Figures are
 cross-validated: five folds grouped by expected document, each fold scored with the numbers
 that were best on the other four.
 
@@ -139,6 +140,9 @@ class DevSet:
         ranks = self.ranks[self.in_folds(folds)]
         return ((ranks > 0) & (ranks <= 5)).mean(axis=0)
 
+    def recall_at_1(self, folds: set[int]) -> np.ndarray:
+        return (self.ranks[self.in_folds(folds)] == 1).mean(axis=0)
+
     def of(self, values: np.ndarray, fusion: Fusion) -> float:
         return float(values[self.fusions.index(fusion)])
 
@@ -196,17 +200,18 @@ def best(sets: list[DevSet], folds: set[int], graph: bool = True,
          keep: Fusion | None = None) -> Fusion:
     """The grid point whose MRR@10 over `folds` stands highest above each set's better leg, on
     the set where it stands lowest (without the graph leg's votes unless `graph`), among those
-    that lower no set's MRR@10 under the fusion `keep` (the one committed before the fit),
-    which is itself a candidate. Fusion should never lose to a leg alone; the best sum of the
-    sets' MRR@10 let the larger gains of one set pay for a loss on the other (held out, our
-    set 0.9687 against its vector leg's 0.9754). And a fit should never buy one set's gain
+    that lower no set's MRR@10 or recall@5 under the fusion `keep` (the one committed before
+    the fit), which is itself a candidate. Fusion should never lose to a leg alone; the best
+    sum of the sets' MRR@10 let the larger gains of one set pay for a loss on the other (held
+    out, our set 0.9687 against its vector leg's 0.9754). And a fit should never buy one set's gain
     with another's loss: the fusion refitted for the graph leg moved JaQuAD's MRR@10 0.9459
     -> 0.9429."""
     margins, floors = [], []
     for s in sets:
-        mrr = s.mrr(folds)
+        mrr, recall = s.mrr(folds), s.recall_at_5(folds)
         margins.append(mrr - max(s.of(mrr, VECTOR_ONLY), s.of(mrr, KEYWORD_ONLY)))
-        floors.append(mrr >= (s.of(mrr, keep) if keep else -1.0))
+        floors.append((mrr >= s.of(mrr, keep)) & (recall >= s.of(recall, keep)) if keep
+                      else np.ones(len(mrr), dtype=bool))
     worst = np.min(margins, axis=0)
     kept = np.all(floors, axis=0)
     fusions = sets[0].fusions
@@ -263,8 +268,10 @@ def main(argv: list[str]) -> int:
     for s in sets:
         mrr, recall = s.mrr(everything), s.recall_at_5(everything)
         old = f"{s.of(mrr, keep):.4f}, R@5 {s.of(recall, keep):.4f}" if keep else "none fitted"
+        first = s.recall_at_1(everything)
         print(f"  {s.name}: MRR@10 before {old}; after {s.of(mrr, fitted):.4f}, "
-              f"R@5 {s.of(recall, fitted):.4f}")
+              f"R@5 {s.of(recall, fitted):.4f} (R@1 {s.of(first, keep) if keep else 0:.4f} -> "
+              f"{s.of(first, fitted):.4f})")
     # Named as the committed fusion names its fitter (fit/fusion.py, where it was first
     # committed), so a refit of the same sets writes the same file.
     fitted = msgspec.structs.replace(
