@@ -203,8 +203,8 @@ def in_sample(sets: list[DevSet], model: AnswerabilityModel, share: float) -> di
         counts = {"answered with the document found": s.answerable.sum(),
                   "not found recall": (~s.answerable).sum(),
                   **{f"{kind} misses refused": (s.miss == kind).sum() for kind in ("near", "far")}}
-        kept[s.name] = {name: (figures[name], 1 / counts[name]) for name in counts
-                        if name in figures and counts[name]}
+        kept[s.name] = {name: (figures[name], 1 / count) for name, count in counts.items()
+                        if count}
     return kept
 
 

@@ -15,9 +15,8 @@ each point of a grid of its numbers, and scored by MRR@10 against each set's bet
 the point chosen stands highest above it on the set where it stands lowest, among the points
 that keep every set's MRR@10 and recall@5 at least where the committed fusion has them (the
 committed fusion among them, so a refit never lowers a set; it prints every set before and
-after). Figures are
-cross-validated: five folds grouped by expected document, each fold scored with the numbers
-that were best on the other four.
+after). Figures are cross-validated: five folds grouped by expected document, each fold scored
+with the numbers that were best on the other four.
 
 The fit needs what the engine's face keeps inside: each question's plan and vector, the
 candidates of both legs before fusion, and whether each holds the question's codes. It calls
@@ -203,8 +202,8 @@ def best(sets: list[DevSet], folds: set[int], graph: bool = True,
     that lower no set's MRR@10 or recall@5 under the fusion `keep` (the one committed before
     the fit), which is itself a candidate. Fusion should never lose to a leg alone; the best
     sum of the sets' MRR@10 let the larger gains of one set pay for a loss on the other (held
-    out, our set 0.9687 against its vector leg's 0.9754). And a fit should never buy one set's gain
-    with another's loss: the fusion refitted for the graph leg moved JaQuAD's MRR@10 0.9459
+    out, our set 0.9687 against its vector leg's 0.9754). And a fit should never buy one set's
+    gain with another's loss: the fusion refitted for the graph leg moved JaQuAD's MRR@10 0.9459
     -> 0.9429."""
     margins, floors = [], []
     for s in sets:
@@ -267,11 +266,11 @@ def main(argv: list[str]) -> int:
     print("every set before and after the fit (in sample):")
     for s in sets:
         mrr, recall = s.mrr(everything), s.recall_at_5(everything)
-        old = f"{s.of(mrr, keep):.4f}, R@5 {s.of(recall, keep):.4f}" if keep else "none fitted"
         first = s.recall_at_1(everything)
+        old = (f"{s.of(mrr, keep):.4f}, R@5 {s.of(recall, keep):.4f}, R@1 {s.of(first, keep):.4f}"
+               if keep else "none fitted")
         print(f"  {s.name}: MRR@10 before {old}; after {s.of(mrr, fitted):.4f}, "
-              f"R@5 {s.of(recall, fitted):.4f} (R@1 {s.of(first, keep) if keep else 0:.4f} -> "
-              f"{s.of(first, fitted):.4f})")
+              f"R@5 {s.of(recall, fitted):.4f}, R@1 {s.of(first, fitted):.4f}")
     # Named as the committed fusion names its fitter (fit/fusion.py, where it was first
     # committed), so a refit of the same sets writes the same file.
     fitted = msgspec.structs.replace(

@@ -100,11 +100,11 @@ def main(argv: list[str]) -> int:
         else {"thresholds": {}}
     before = kept["thresholds"].get(embedder.name)
 
-    def grouped(threshold: float) -> dict[str, Figures]:  # the F a fit must keep
-        f = _f(purity(group_questions(questions, vectors, threshold), topics))
-        return {args.labels.name: {"F": (f, 1 / len(questions))}}
+    def f_of(scores: tuple[float, float]) -> dict[str, Figures]:  # the F a fit must keep
+        return {args.labels.name: {"F": (_f(scores), 1 / len(questions))}}
 
-    keep_every_set(grouped(before) if before is not None else {}, grouped(threshold), args)
+    keep_every_set(f_of(purity(group_questions(questions, vectors, before), topics))
+                   if before is not None else {}, f_of(whole), args)
     if args.write:
         kept["thresholds"][embedder.name] = threshold
         kept["fitted_on"] = (f"{args.labels.name}: {len(questions)} questions in {len(names)} "

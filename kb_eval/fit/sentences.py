@@ -195,9 +195,8 @@ def model_of(questions: list[Question], note: str = "") -> SentenceModel:
 def gold_in_answer(model: SentenceModel, questions: list[Question]) -> Figures:
     """The figure a fit must keep on every set: the share of its questions whose quoted
     sentences hold the gold answer, in sample, with one question's worth."""
-    hits = [quoted(model, q, s)[0] for q, s in zip(questions, scored(model, questions),
-                                                   strict=True)]
-    return {"gold in answer": (float(np.mean(hits)), 1 / len(hits))}
+    gold = figures(model, questions, scored(model, questions))["gold in answer"]
+    return {"gold in answer": (gold, 1 / len(questions))}
 
 
 def main(argv: list[str]) -> int:
