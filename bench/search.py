@@ -45,9 +45,9 @@ turn (kb_search.search.MAX_CANDIDATES is the service's): its p50, p95 and recall
 exhaustive scoring, for every caller.
 
 With --json, the figures are printed as one object, {"rows": [{"size", "filter", "share",
-"mode", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]} (with --budgets, {"budgets":
-[{"size", "filter", "share", "budget", "p50_ms", "p95_ms", "recall_at_10"}]}), and the
-progress goes to stderr.
+"mode", "ef_search", "p50_ms", "p95_ms", "max_ms", "recall_at_10", "plan"}]} (with --budgets,
+{"budgets": [{"size", "filter", "share", "budget", "p50_ms", "p95_ms", "recall_at_10"}]}), and
+the progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -141,6 +141,14 @@ def _timed(conn, prepared, groups: list[str], mode: str, fusion, plan: Plan,  # 
         times.append((time.perf_counter() - started) * 1000)
         tops.append([hit.chunk_id for hit in result.hits])
     return times, tops
+
+
+def _timed_at(conn, beside, run: tuple, prepared, group: str, fusion):  # noqa: ANN001, ANN202
+    """_timed at the run's ef_search: (ef, mode, plan)."""
+    ef, mode, plan = run
+    for c in (conn, beside):  # a hybrid search's vector leg runs beside
+        c.execute(f"SET hnsw.ef_search = {int(ef)}")
+    return _timed(conn, prepared, [group], mode, fusion, plan, beside=beside)
 
 
 def _keyword_scores(conn, p, groups: list[str], budget: int, plan: Plan  # noqa: ANN001
@@ -271,40 +279,41 @@ def bench_size(url: str, size: int, prepared: list, efs: list[int], recall_n: in
             # The two index plans differ in the keyword leg only.
             runs = [(mode, plan) for mode in (*MODES, GRAPHLESS) for plan in plans
                     if not (mode == "vector" and plan == POSTINGS and ROWS in plans)]
-            for ef in efs:
-                for c in (conn, beside):  # a hybrid search's vector leg runs beside
-                    c.execute(f"SET hnsw.ef_search = {int(ef)}")
-                for mode, plan in runs:
-                    _timed(conn, prepared, [group], mode, fusion, plan, beside=beside)  # warm-up
-                # The runs take turns, pass after pass, so that a noisy moment on this
-                # shared machine spreads over all of them instead of skewing one.
-                passes: dict[tuple, list[list[float]]] = {run: [] for run in runs}
-                for _ in range(repeats):
-                    for mode, plan in runs:
-                        times, _ = _timed(conn, prepared, [group], mode, fusion, plan,
-                                          beside=beside)
-                        passes[mode, plan].append(sorted(times))
-                for mode, plan in runs:
-                    recall = keyword_recall[plan] if mode == "keyword" else None
-                    if mode == "vector":
-                        _, tops = _timed(conn, prepared[:recall_n], [group], mode, fusion, plan)
-                        recall = statistics.mean(
-                            len(set(top) & set(exact)) / max(len(exact), 1)
-                            for top, exact in zip(tops, truth, strict=True))
-                    timed = passes[mode, plan]
-                    row = {"size": size, "filter": group, "share": round(share, 4),
-                           "mode": mode,
-                           **_percentiles(timed),
-                           "max_ms": round(max(t[-1] for t in timed), 1),
-                           "recall_at_10": None if recall is None else round(recall, 3),
-                           "plan": _plan_name(mode, plan, visible, ef)}
-                    rows.append(row)
-                    if compare and mode == "keyword" and plan in (ROWS, POSTINGS):
-                        arms.setdefault(plan, {})[share] = row["p50_ms"]
-                    shown = "" if recall is None else f"{recall:.3f}"
-                    print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<16} "
-                          f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
-                          f"{shown:>9}  {row['plan']}", file=out, flush=True)
+            # Every ef_search takes turns with the others too, so that they are compared side by
+            # side (keyword and graph rows do not depend on it: their rows per ef show the noise).
+            runs = [(ef, mode, plan) for ef in efs for mode, plan in runs]
+
+            for run in runs:
+                _timed_at(conn, beside, run, prepared, group, fusion)  # warm-up
+            # The runs take turns, pass after pass, so that a noisy moment on this shared
+            # machine spreads over all of them instead of skewing one.
+            passes: dict[tuple, list[list[float]]] = {run: [] for run in runs}
+            for _ in range(repeats):
+                for run in runs:
+                    times, _ = _timed_at(conn, beside, run, prepared, group, fusion)
+                    passes[run].append(sorted(times))
+            for run in runs:
+                ef, mode, plan = run
+                recall = keyword_recall[plan] if mode == "keyword" else None
+                if mode == "vector":
+                    _, tops = _timed_at(conn, beside, run, prepared[:recall_n], group, fusion)
+                    recall = statistics.mean(
+                        len(set(top) & set(exact)) / max(len(exact), 1)
+                        for top, exact in zip(tops, truth, strict=True))
+                timed_passes = passes[run]
+                row = {"size": size, "filter": group, "share": round(share, 4),
+                       "mode": mode, "ef_search": ef,
+                       **_percentiles(timed_passes),
+                       "max_ms": round(max(t[-1] for t in timed_passes), 1),
+                       "recall_at_10": None if recall is None else round(recall, 3),
+                       "plan": _plan_name(mode, plan, visible, ef)}
+                rows.append(row)
+                if compare and mode == "keyword" and plan in (ROWS, POSTINGS):
+                    arms.setdefault(plan, {})[share] = row["p50_ms"]
+                shown = "" if recall is None else f"{recall:.3f}"
+                print(f"{group:<14} {100 * share:>5.1f}% {ef:>4} {mode:<16} "
+                      f"{row['p50_ms']:>7.1f} {row['p95_ms']:>7.1f} {row['max_ms']:>7.1f} "
+                      f"{shown:>9}  {row['plan']}", file=out, flush=True)
     if len(arms.get(ROWS, {})) >= 2 and len(arms.get(POSTINGS, {})) >= 2:
         print(_crossover(sorted(arms[ROWS].items()), sorted(arms[POSTINGS].items())),
               file=out, flush=True)
