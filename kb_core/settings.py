@@ -496,7 +496,7 @@ class ServiceSettings:
 @dataclass(frozen=True)
 class EvalSettings:
     """The evaluation asset's question sets and the floors of its checks (docs/evaluation.md,
-    "Evaluation"); read when a run starts, so a changed floor needs no restart."""
+    "Evaluation"), which Dagster's runs read from the `evaluation` resource."""
 
     sets: tuple[Path, ...] = (DEFAULT_EVAL_SET,)
     groups: tuple[str, ...] = ()  # for question lines without their own "groups"

@@ -185,7 +185,8 @@ def rebuild_in_process(settings: Settings, instance: dg.DagsterInstance) -> Gene
     with connect(_database_url(settings), autocommit=True) as conn:
         gen = create_generation(conn, version)
         with claimed(conn, gen.id):
-            while stale := stale_keys(conn, generation(conn, gen.id), version, settings, keys):
+            while stale := stale_keys(conn, generation(conn, gen.id), version,
+                                       settings.max_file_bytes, keys):
                 mark_round_launched(conn, gen.id)
                 report("files", count=len(stale))
                 execute_runs(settings, instance, [

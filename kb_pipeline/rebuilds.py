@@ -6,7 +6,6 @@ asset uses the second (kb_pipeline/defs/generations/)."""
 import psycopg
 
 from kb_core.generations import Access, Generation, on_generation
-from kb_core.settings import Settings
 from kb_pipeline.access import AccessError
 from kb_pipeline.catalogue import stale_documents
 from kb_pipeline.stages import access_now
@@ -18,14 +17,14 @@ __all__ = ["MAX_BUILD_ROUNDS", "current_access", "stale_keys"]
 MAX_BUILD_ROUNDS = 3
 
 
-def stale_keys(conn: psycopg.Connection, gen: Generation, version: str, settings: Settings,
+def stale_keys(conn: psycopg.Connection, gen: Generation, version: str, max_file_bytes: int,
                keys: list[str]) -> list[str]:
-    """The documents partitions (of `keys`) the next build round of `gen` has to ingest:
-    none once its rounds are used up."""
+    """The documents partitions (of `keys`) the next build round of `gen` has to ingest (a
+    file over `max_file_bytes` is not one): none once its rounds are used up."""
     if gen.build_rounds >= MAX_BUILD_ROUNDS:
         return []
     with on_generation(conn, gen.id):
-        stale = stale_documents(conn, version, settings.max_file_bytes)
+        stale = stale_documents(conn, version, max_file_bytes)
     known = set(keys)
     return [uri for uri in stale if uri in known]
 

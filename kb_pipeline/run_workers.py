@@ -30,7 +30,7 @@ from dagster._core.instance.ref import InstanceRef  # what get_ref returns; not 
 from kb_core.progress import listening, report
 from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
 from kb_pipeline.defs.run_logging import EVENTS_LOGGER, IN_PROCESS_LOGGING
 from kb_pipeline.runs import process_tags
 
@@ -89,7 +89,7 @@ class _Runner:
     def __init__(self, settings: Settings, instance: dg.DagsterInstance) -> None:
         self.job = make_definitions(settings).resolve_job_def(INGEST_JOB.name)
         self.instance = instance
-        self.run_config = {**raw_config(settings), **IN_PROCESS_LOGGING}
+        self.run_config = IN_PROCESS_LOGGING
 
     def run(self, tags: dict[str, str]) -> tuple[str, bool]:
         result = self.job.execute_in_process(

@@ -129,23 +129,19 @@ def docs_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def settings(pg_home: Path, docs_dir: Path, database_url: str,
              monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Settings for a test, also in the environment, as `kb up` gives them to Dagster (the
-    sensor reads its folders from there when it ticks)."""
+    """Settings for a test; its database and embedder also in the environment, for what reads
+    the configuration there as a command does (`Settings.from_env`)."""
     monkeypatch.setenv("KB_DATABASE_URL", database_url)
     monkeypatch.setenv("KB_EMBEDDER", "hashing")
-    monkeypatch.setenv("KB_DOCS_DIRS", str(docs_dir))
     return _settings(pg_home, (docs_dir,), database_url)
 
 
 @pytest.fixture
-def watched(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-            ) -> tuple[Path, Settings]:
+def watched(settings: Settings, tmp_path: Path) -> tuple[Path, Settings]:
     """An empty watched folder (readable by the group "staff") and settings for it."""
     folder = tmp_path / "watched"
     folder.mkdir()
     (folder / "_access.toml").write_text('groups = ["staff"]\n', encoding="utf-8")
-    monkeypatch.setenv("KB_DOCS_DIRS", str(folder))
-    monkeypatch.delenv("KB_MAX_FILE_MB", raising=False)  # the default limit: 50 MB
     return folder, Settings(**{**settings.__dict__, "docs_dirs": (folder,)})
 
 

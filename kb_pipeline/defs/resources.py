@@ -1,14 +1,18 @@
-"""The outside systems the pipeline talks to, as Dagster resources, shared by every domain. Their
-fields are the configuration's (kb_core/settings.py), so the Dagster UI shows what a run uses;
-secrets arrive as environment variables Dagster reads when a run launches and never shows. The
-engine's parts a run measures or embeds with are built from them (`evaluation_settings`,
-`facts_embedder_for`)."""
+"""The configuration and the outside systems of the pipeline, as Dagster resources shared by
+every domain: assets, checks and sensors read the configuration through them alone, never from
+the environment. Their fields are the configuration's (kb_core/settings.py, read once as the
+code location loads), so the Dagster UI shows what a run uses; secrets arrive as environment
+variables Dagster reads when a run launches and never shows. What a run builds from them: the
+pipeline version it writes (`running_version`), the engine it measures or reports with
+(`EngineResource.settings`), the embedder of a generation's learned facts
+(`facts_embedder_for`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
 import psycopg
@@ -19,24 +23,40 @@ from kb_core.generations import use_generation
 from kb_core.learned_facts import EmbedderFor
 from kb_core.settings import (
     AnswererSettings,
+    DeepSettings,
     EmbedderSettings,
+    EvalSettings,
     GraphLlmSettings,
+    OcrSettings,
     RerankerSettings,
     Settings,
     secret,
 )
 from kb_pipeline.graph_llm import GraphExtractor, make_graph_extractor
+from kb_pipeline.stages import pipeline_version
 
 __all__ = [
     "AnswererResource",
     "EmbedderResource",
+    "EngineResource",
+    "EvaluationResource",
+    "FoldersResource",
     "GraphLlmResource",
+    "OcrResource",
     "PostgresResource",
     "RerankerResource",
-    "evaluation_settings",
     "facts_embedder_for",
     "resources_for",
+    "running_version",
 ]
+
+T = TypeVar("T")
+
+
+def _as(settings_class: type[T], resource: dg.ConfigurableResource) -> T:
+    """`resource`'s fields as the settings they were made from."""
+    return settings_class(**{name: getattr(resource, name)
+                             for name in settings_class.__dataclass_fields__})
 
 
 class PostgresResource(dg.ConfigurableResource):
@@ -77,8 +97,7 @@ class EmbedderResource(dg.ConfigurableResource):
     batch_size: int = 32
 
     def settings(self) -> EmbedderSettings:
-        return EmbedderSettings(**{name: getattr(self, name)
-                                   for name in EmbedderSettings.__dataclass_fields__})
+        return _as(EmbedderSettings, self)
 
     def get(self) -> Embedder:
         return make_embedder(self.settings())
@@ -101,7 +120,7 @@ class AnswererResource(dg.ConfigurableResource):
     openai_api_key: str = ""
 
     def settings(self) -> AnswererSettings:
-        return AnswererSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+        return _as(AnswererSettings, self)
 
 
 class GraphLlmResource(dg.ConfigurableResource):
@@ -118,7 +137,7 @@ class GraphLlmResource(dg.ConfigurableResource):
     openai_api_key: str = ""
 
     def settings(self) -> GraphLlmSettings:
-        return GraphLlmSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+        return _as(GraphLlmSettings, self)
 
     def get(self) -> GraphExtractor | None:
         """The extractor, or None when it is off; raises GraphLlmConfigError without its key."""
@@ -140,7 +159,78 @@ class RerankerResource(dg.ConfigurableResource):
     openai_api_key: str = ""
 
     def settings(self) -> RerankerSettings:
-        return RerankerSettings(**{name: getattr(self, name) for name in type(self).model_fields})
+        return _as(RerankerSettings, self)
+
+
+class FoldersResource(dg.ConfigurableResource):
+    """The folders the sensor watches (KB_DOCS_DIRS) and the largest file ingested from them
+    (KB_MAX_FILE_MB): a larger one fails with a precise message instead of filling memory."""
+
+    docs_dirs: list[str]
+    max_file_mb: int = Settings.max_file_bytes >> 20
+
+    def roots(self) -> list[Path]:
+        return [Path(d) for d in self.docs_dirs]
+
+    def max_file_bytes(self) -> int:
+        return self.max_file_mb << 20
+
+
+class OcrResource(dg.ConfigurableResource):
+    """Reading scanned pages (KB_OCR_*): the limits checked before a page is rendered."""
+
+    dpi: int = OcrSettings.dpi
+    max_pages: int = OcrSettings.max_pages
+    max_megapixels: float = OcrSettings.max_megapixels
+    page_timeout_s: float = OcrSettings.page_timeout_s
+
+    def settings(self) -> OcrSettings:
+        return _as(OcrSettings, self)
+
+
+class EvaluationResource(dg.ConfigurableResource):
+    """The question sets the evaluation replays (KB_EVAL_SETS, KB_EVAL_GROUPS) and the floors of
+    its checks and of a rebuilt generation's gate (KB_EVAL_MIN_*, KB_EVAL_MAX_RECALL5_DROP)."""
+
+    sets: list[str]
+    groups: list[str] = []
+    min_recall_at_5: float = EvalSettings.min_recall_at_5
+    max_recall_drop: float = EvalSettings.max_recall_drop
+    min_cited_expected: float = EvalSettings.min_cited_expected
+    min_not_found_precision: float = EvalSettings.min_not_found_precision
+    min_not_found_recall: float = EvalSettings.min_not_found_recall
+    min_numbers_match: float = EvalSettings.min_numbers_match
+
+    def settings(self) -> EvalSettings:
+        return EvalSettings(**{**vars(_as(EvalSettings, self)),
+                               "sets": tuple(Path(p) for p in self.sets),
+                               "groups": tuple(self.groups)})
+
+
+class EngineResource(dg.ConfigurableResource):
+    """How the engine searches and answers beyond its providers, for the runs that open it (the
+    evaluations, the knowledge-gap report): the installation's home (KB_HOME), the synonyms
+    (KB_SYNONYMS), the bound on wrong "not found" answers (KB_MAX_FALSE_NOT_FOUND) and the
+    limits of questions answered part by part (KB_DEEP_*)."""
+
+    home: str
+    synonyms: str
+    max_false_not_found: float = Settings.max_false_not_found
+    deep_max_parts: int = DeepSettings.max_parts
+    deep_timeout_s: float = DeepSettings.timeout_s
+
+    def settings(self, postgres: PostgresResource, embedder: EmbedderResource,
+                 reranker: RerankerResource, answerer: AnswererResource | None = None,
+                 evaluation: EvaluationResource | None = None) -> Settings:
+        """The engine's configuration on the database of `postgres`, with these providers;
+        without `answerer` the default one (a run that only searches opens no answerer)."""
+        return Settings(
+            home=Path(self.home), database_url=postgres.url, embedder=embedder.settings(),
+            reranker=reranker.settings(),
+            answerer=answerer.settings() if answerer is not None else AnswererSettings(),
+            synonyms=Path(self.synonyms), max_false_not_found=self.max_false_not_found,
+            deep=DeepSettings(max_parts=self.deep_max_parts, timeout_s=self.deep_timeout_s),
+            evaluation=evaluation.settings() if evaluation is not None else EvalSettings())
 
 
 def resources_for(settings: Settings) -> dict[str, dg.ConfigurableResource]:
@@ -156,22 +246,31 @@ def resources_for(settings: Settings) -> dict[str, dg.ConfigurableResource]:
                          for k, env in secrets.items()}
 
     keys = {"anthropic_api_key": "ANTHROPIC_API_KEY", "openai_api_key": "OPENAI_API_KEY"}
+    evaluation = settings.evaluation
     return {
         "postgres": PostgresResource(url=settings.database_url),
+        "folders": FoldersResource(docs_dirs=[str(d) for d in settings.docs_dirs],
+                                   max_file_mb=settings.max_file_bytes >> 20),
+        "ocr": OcrResource(**vars(settings.ocr)),
         "embedder": EmbedderResource(**vars(settings.embedder)),
         "answerer": AnswererResource(**plain_and_secrets(settings.answerer, keys)),
         "graph_llm": GraphLlmResource(**plain_and_secrets(settings.graph_llm, keys)),
         "reranker": RerankerResource(**plain_and_secrets(
             settings.reranker, keys | {"cohere_api_key": "COHERE_API_KEY"})),
+        "engine": EngineResource(
+            home=str(settings.home), synonyms=str(settings.synonyms),
+            max_false_not_found=settings.max_false_not_found,
+            deep_max_parts=settings.deep.max_parts, deep_timeout_s=settings.deep.timeout_s),
+        "evaluation": EvaluationResource(**{
+            **vars(evaluation), "sets": [str(p) for p in evaluation.sets],
+            "groups": list(evaluation.groups)}),
     }
 
 
-def evaluation_settings(embedder: EmbedderResource, answerer: AnswererResource,
-                        reranker: RerankerResource) -> Settings:
-    """The configuration read as this run starts (question sets, floors, synonyms), with the
-    engine's parts as the run's resources give them."""
-    return dataclasses.replace(Settings.from_env(), embedder=embedder.settings(),
-                               answerer=answerer.settings(), reranker=reranker.settings())
+def running_version(embedder: EmbedderResource, graph_llm: GraphLlmResource) -> str:
+    """The pipeline version a run of this code and configuration writes (stages.pipeline_version):
+    the sensor, the ingestion assets and a publication agree on it."""
+    return pipeline_version(embedder.get(), graph_llm.settings())
 
 
 def facts_embedder_for(embedder: EmbedderResource) -> EmbedderFor:

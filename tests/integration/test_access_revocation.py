@@ -31,8 +31,7 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def folder(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-           ) -> tuple[Path, Settings]:
+def folder(settings: Settings, tmp_path: Path) -> tuple[Path, Settings]:
     """A watched folder: hr/ readable by hr and managers, the rest by all employees."""
     root = tmp_path / "company"
     (root / "hr").mkdir(parents=True)
@@ -44,7 +43,6 @@ def folder(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "# 賞与規程\n\n## 第1条（支給）\n\n給与とは別に賞与の支給日を定める。\n", encoding="utf-8")
     (root / "社内報.md").write_text(
         "# 社内報\n\n給与明細は毎月の支給日にポータルで確認できます。\n", encoding="utf-8")
-    monkeypatch.setenv("KB_DOCS_DIRS", str(root))
     return root, Settings(**{**settings.__dict__, "docs_dirs": (root,)})
 
 

@@ -30,7 +30,7 @@ from kb_core.database import connect
 from kb_core.migrations import SQL_DIR, prepare_database
 from kb_core.settings import Settings
 from kb_pipeline.dagster_home import dagster_instance
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.resources import resources_for
 from kb_pipeline.defs.watched_folders.sensors import docs_folder_sensor
 from kb_pipeline.runs import DOCUMENTS_PARTITIONS
 from tests.web_app import CORPUS, HOLIDAY_QUESTION, free_port, served, web_app
@@ -146,9 +146,7 @@ def same_ranking(got: list[tuple], want: list[tuple]) -> None:
 
 def evaluate_sensor(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     """One evaluation of the folder sensor as the daemon ticks it; its requests not applied."""
-    context = dg.build_sensor_context(instance=instance, resources={
-        "postgres": PostgresResource(url=settings.database_url),
-        "embedder": EmbedderResource(name="hashing")})
+    context = dg.build_sensor_context(instance=instance, resources=resources_for(settings))
     return docs_folder_sensor(context)
 
 
@@ -161,14 +159,10 @@ def assert_skips_every_file(result: dg.SensorResult) -> None:
         result.skip_reason.skip_message), result.skip_reason.skip_message
 
 
-def sensor_on(inst: Installation, monkeypatch: pytest.MonkeyPatch
-              ) -> tuple[dg.SensorResult, Settings, set[str]]:
+def sensor_on(inst: Installation) -> tuple[dg.SensorResult, Settings, set[str]]:
     """The folder sensor evaluated on `inst`'s own Dagster instance (its KB_HOME's
-    dagster.yaml, its database `dagster`); also the documents partitions it holds."""
-    # The sensor reads its folders from the environment, as `kb up` gives it to Dagster.
-    for name in ("KB_HOME", "KB_DOCS_DIRS", "KB_EMBEDDER"):
-        monkeypatch.setenv(name, inst.env[name])
-    monkeypatch.delenv("KB_DATABASE_URL", raising=False)
+    dagster.yaml, its database `dagster`) with the resources of its configuration; also the
+    documents partitions it holds."""
     settings = inst.settings()
     with dagster_instance(settings) as instance:
         result = evaluate_sensor(settings, instance)
@@ -313,7 +307,7 @@ def _build_and_back_up(inst: Installation, docs: Path, path: Path) -> Source:
     # The source's own sensor skips every file: the ground for the restored one's.
     monkeypatch = pytest.MonkeyPatch()
     try:
-        sensor_before, _, partitions = sensor_on(inst, monkeypatch)
+        sensor_before, _, partitions = sensor_on(inst)
     finally:
         monkeypatch.undo()
     return Source(inst, docs, url, tokens, before, old, query_log, feedback, counts, vectors,
@@ -401,7 +395,7 @@ def test_restored_installation_answers_as_before_with_its_token_log_feedback_and
     assert_skips_every_file(source.sensor_before)
     awaiting = "SELECT rules_reread_at IS NULL FROM restores"
     assert rows(inst.settings().database_url, awaiting) == [(True,)]
-    result, settings, partitions = sensor_on(inst, monkeypatch)
+    result, settings, partitions = sensor_on(inst)
     assert_skips_every_file(result)
     assert partitions == source.partitions
     assert rows(settings.database_url, awaiting) == [(False,)]
@@ -440,7 +434,7 @@ def test_restore_with_a_map_watches_the_copied_folder_without_re_embedding(
     restored = kb_json(inst, "restore", str(source.path), "--map", f"{old}={new}", timeout=600)
     assert set(restored["mapped"]) == {old} and restored["mapped"][old] >= len(CORPUS)
 
-    result, settings, partitions = sensor_on(inst, monkeypatch)
+    result, settings, partitions = sensor_on(inst)
     assert_skips_every_file(result)
     assert partitions == {new + p[len(old):] for p in source.partitions}
 

@@ -23,7 +23,7 @@ import pytest
 
 from kb_core.database_server import dagster_storage_url
 from kb_core.progress import listening
-from kb_core.settings import Settings
+from kb_core.settings import EvalSettings, Settings
 from kb_pipeline import in_process
 from kb_pipeline.dagster_home import dagster_instance
 from kb_pipeline.defs.ingestion.assets import EMBEDDING_POOL
@@ -110,7 +110,8 @@ def test_partition_keys_read_by_one_instance_follow_changes_made_through_another
 
 def test_the_runs_of_an_ingest_and_a_rebuild_are_executed_by_two_workers_that_report_here(
         pg_settings, tmp_path, monkeypatch, caplog):
-    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0")  # the stand-in embedder's recall says nothing
+    # The stand-in embedder's recall says nothing: no floor for the rebuild's gate.
+    pg_settings = dataclasses.replace(pg_settings, evaluation=EvalSettings(min_recall_at_5=0))
     # Runs of four documents, for an ingest (200) and a rebuild (1,000) alike.
     monkeypatch.setattr(in_process, "partition_ranges",
                         lambda keys, changed, _most=None: partition_ranges(keys, changed, 4))

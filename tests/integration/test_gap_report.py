@@ -23,7 +23,7 @@ from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.settings import Settings
 from kb_pipeline.defs.knowledge_gaps.assets import knowledge_gaps
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.resources import resources_for
 from kb_pipeline.in_process import ingest_paths
 from kb_search import open_knowledge_base
 from tests.web_app import HOLIDAY_QUESTION, ask, bearer_headers, index_corpus, web_app
@@ -162,8 +162,7 @@ def test_the_weekly_asset_records_counts_and_never_a_question(settings, corpus, 
         kb.questions.ask(Caller(kind="cli", subject="t", groups=("all-employees",)), PARKING)
     result = dg.materialize(
         [knowledge_gaps], instance=instance,
-        resources={"postgres": PostgresResource(url=settings.database_url),
-                   "embedder": EmbedderResource(name="hashing")})
+        resources=resources_for(settings))
     assert result.success
     metadata = result.asset_materializations_for_node("knowledge_gaps")[0].metadata
     assert metadata["not_found"].value == 1 and metadata["topics"].value == 1

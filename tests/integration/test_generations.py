@@ -27,7 +27,7 @@ from kb_core.generations import (
     record_evaluation,
     use_generation,
 )
-from kb_core.settings import DEFAULT_SYNONYMS, REPO_ROOT, EmbedderSettings, Settings
+from kb_core.settings import DEFAULT_SYNONYMS, REPO_ROOT, EmbedderSettings, EvalSettings, Settings
 from kb_pipeline import stages
 from kb_pipeline.chunking import Chunk, chunk_document
 from kb_pipeline.definitions import make_definitions
@@ -42,30 +42,28 @@ from tests.integration.test_sensor import evaluate
 QUESTIONS = 30
 
 
-@pytest.fixture(autouse=True)
-def question_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def settings(settings: Settings, tmp_path: Path) -> Settings:
     """The first answerable questions of the development set, gated by the margin alone (the
     stand-in embedder's absolute recall says nothing)."""
     lines = (REPO_ROOT / "samples" / "eval.jsonl").read_text(encoding="utf-8").splitlines()
     answerable = [line for line in lines if '"expected_source"' in line][:QUESTIONS]
     path = tmp_path / "questions.jsonl"
     path.write_text("\n".join(answerable) + "\n", encoding="utf-8")
-    monkeypatch.setenv("KB_EVAL_SETS", str(path))
-    monkeypatch.setenv("KB_EVAL_MIN_RECALL5", "0")
-    for name in ("KB_LLM", "KB_RERANKER", "KB_EVAL_GROUPS", "KB_EVAL_MAX_RECALL5_DROP"):
-        monkeypatch.delenv(name, raising=False)
+    return dataclasses.replace(settings, evaluation=EvalSettings(sets=(path,), min_recall_at_5=0))
 
 
 def tick(settings: Settings, instance: dg.DagsterInstance,
          embedder: str = "hashing") -> list[dg.ExecuteInJobResult]:
     """One sensor evaluation and every run it requests, executed here as the daemon would
-    (the runs use `embedder`, as under `kb up` with KB_EMBEDDER set to it)."""
-    defs = make_definitions(dataclasses.replace(settings, embedder=EmbedderSettings(embedder)))
+    (the sensor and the runs use `embedder`, as under `kb up` with KB_EMBEDDER set to it)."""
+    settings = dataclasses.replace(settings, embedder=EmbedderSettings(embedder))
+    defs = make_definitions(settings)
     return [
         defs.resolve_job_def(run.job_name).execute_in_process(
             instance=instance, tags=run.tags, run_config=run.run_config,
             partition_key=run.partition_key, raise_on_error=False)
-        for run in evaluate(settings, instance, embedder).run_requests or []
+        for run in evaluate(settings, instance).run_requests or []
     ]
 
 
@@ -274,7 +272,6 @@ def test_a_new_embedding_model_is_rebuilt_while_content_changes_wait_for_it(
     with fake_server({"/v1/embeddings": openai_embeddings}) as fake:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        monkeypatch.setenv("KB_EMBEDDER", "openai")
         faq = docs_dir / "all" / "ITヘルプデスクFAQ.txt"
         faq.write_text(faq.read_text(encoding="utf-8") + "\n内線番号は4649です。\n",
                        encoding="utf-8")

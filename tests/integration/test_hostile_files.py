@@ -14,7 +14,7 @@ import uuid
 import zipfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
@@ -479,10 +479,9 @@ def test_file_swapped_for_an_outside_symlink_after_the_tick_is_not_indexed(
     assert not conn.execute("SELECT 1 FROM documents").fetchall()
 
 
-def test_oversized_file_launches_no_run_and_is_retried_once_rewritten(watched, instance, conn,
-                                                                     monkeypatch):
+def test_oversized_file_launches_no_run_and_is_retried_once_rewritten(watched, instance, conn):
     folder, settings = watched
-    monkeypatch.setenv("KB_MAX_FILE_MB", "1")
+    settings = replace(settings, max_file_bytes=MB)
     big = folder / "big.txt"
     big.write_bytes("あ".encode() * MB)  # 3 MB
     first = tick(settings, instance)

@@ -9,19 +9,15 @@ import pytest
 
 from kb_core.settings import Settings
 from kb_pipeline.definitions import make_definitions
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.resources import resources_for
 from kb_pipeline.defs.watched_folders.sensors import docs_folder_sensor
 from kb_pipeline.runs import MAX_CHANGED_PER_RUN
 
 
-def evaluate(settings: Settings, instance: dg.DagsterInstance,
-             embedder: str = "hashing") -> dg.SensorResult:
-    """One evaluation of the folder sensor, its partition requests applied; no run executed."""
-    context = dg.build_sensor_context(
-        instance=instance,
-        resources={"postgres": PostgresResource(url=settings.database_url),
-                   "embedder": EmbedderResource(name=embedder)},
-    )
+def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
+    """One evaluation of the folder sensor with the resources of `settings`, its partition
+    requests applied; no run executed."""
+    context = dg.build_sensor_context(instance=instance, resources=resources_for(settings))
     result = docs_folder_sensor(context)
     for request in result.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
@@ -68,15 +64,13 @@ def test_touched_but_identical_file_launches_no_run(settings, instance, docs_dir
     assert not tick(settings, instance).run_requests
 
 
-def test_many_changed_files_are_batched_into_few_runs(settings, instance, tmp_path, conn,
-                                                       monkeypatch):
+def test_many_changed_files_are_batched_into_few_runs(settings, instance, tmp_path, conn):
     folder = tmp_path / "many"
     folder.mkdir()
     (folder / "_access.toml").write_text('groups = ["all-employees"]\n')
     # One more than a run takes (MAX_CHANGED_PER_RUN; the split itself: tests/unit/test_runs.py).
     for i in range(MAX_CHANGED_PER_RUN + 1):
         (folder / f"doc{i:04}.md").write_text(f"# 文書{i}\n\n第1条 本文{i}。\n", encoding="utf-8")
-    monkeypatch.setenv("KB_DOCS_DIRS", str(folder))
     settings = Settings(**{**settings.__dict__, "docs_dirs": (folder,)})
     result = tick(settings, instance)
     assert len(result.run_requests) == 2  # 200 + 1
@@ -138,7 +132,7 @@ def test_access_file_edit_repermissions_without_reembedding(settings, instance, 
     assert dict(conn.execute("SELECT path, ingested_at FROM documents")) == ingested_at
 
 
-def test_access_rule_with_per_file_override(settings, instance, tmp_path, conn, monkeypatch):
+def test_access_rule_with_per_file_override(settings, instance, tmp_path, conn):
     folder = tmp_path / "acl"
     (folder / "sub").mkdir(parents=True)
     (folder / "_access.toml").write_text(
@@ -146,7 +140,6 @@ def test_access_rule_with_per_file_override(settings, instance, tmp_path, conn, 
     )
     for name in ("open.md", "secret.md", "sub/inherited.md"):
         (folder / name).write_text(f"# {name}\n\n本文。\n", encoding="utf-8")
-    monkeypatch.setenv("KB_DOCS_DIRS", str(folder))
     tick(Settings(**{**settings.__dict__, "docs_dirs": (folder,)}), instance)
     assert documents(conn) == {
         "acl/open.md": ["all"],

@@ -1,6 +1,7 @@
 """Configuration is declared once (kb_core/settings.py): nothing else reads a KB_* variable,
 nothing changes this process's environment, and Dagster's resources carry the module's
-fields (the configuration page is generated from it: tests/unit/test_docs.py)."""
+fields, its assets, checks and sensors reading the configuration through them alone (the
+configuration page is generated from it: tests/unit/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,19 @@ from kb_core.settings import (
     VARIABLES,
     AnswererSettings,
     EmbedderSettings,
+    GraphLlmSettings,
+    OcrSettings,
     RerankerSettings,
     Settings,
 )
-from kb_pipeline.defs.resources import AnswererResource, EmbedderResource, RerankerResource
+from kb_pipeline.defs.resources import (
+    AnswererResource,
+    EmbedderResource,
+    GraphLlmResource,
+    OcrResource,
+    RerankerResource,
+    resources_for,
+)
 
 SETTINGS_MODULE = REPO_ROOT / "kb_core" / "settings.py"
 # OpenMP in this process reads these when the model's engine loads: they cannot be handed over
@@ -128,9 +138,41 @@ def test_an_undeclared_variable_cannot_be_read():
 
 @pytest.mark.parametrize(("resource", "settings"), [
     (EmbedderResource, EmbedderSettings), (AnswererResource, AnswererSettings),
-    (RerankerResource, RerankerSettings)])
+    (RerankerResource, RerankerSettings), (GraphLlmResource, GraphLlmSettings),
+    (OcrResource, OcrSettings)])
 def test_dagster_resources_carry_the_settings_fields(resource, settings):
     fields = {f.name: f.default for f in dataclasses.fields(settings)}
     carried = {name: info.default for name, info in resource.model_fields.items()
                if name in fields}
     assert carried == fields
+
+
+def test_dagster_reads_the_configuration_through_its_resources_alone():
+    defs = REPO_ROOT / "kb_pipeline" / "defs"
+    reads = [f"{path.relative_to(REPO_ROOT)}:{node.lineno}"
+             for path in sorted(defs.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Attribute) and node.attr == "from_env"]
+    assert reads == []
+
+
+def test_the_resources_give_back_the_configuration_they_were_made_of(tmp_path):
+    settings = Settings.from_env({
+        "KB_HOME": str(tmp_path), "KB_DATABASE_URL": "postgresql:///kb",
+        "KB_DOCS_DIRS": f"{tmp_path / 'a'}:{tmp_path / 'b'}", "KB_MAX_FILE_MB": "7",
+        "KB_OCR_PAGE_TIMEOUT_S": "9", "KB_SYNONYMS": str(tmp_path / "synonyms.txt"),
+        "KB_MAX_FALSE_NOT_FOUND": "0.05", "KB_DEEP_MAX_PARTS": "3", "KB_RERANKER": "cohere",
+        "KB_EVAL_SETS": str(tmp_path / "set.jsonl"), "KB_EVAL_GROUPS": "hr,sales",
+        "KB_EVAL_MIN_RECALL5": "0.7", "KB_GRAPH_LLM": "ollama", "KB_EMBEDDER": "hashing"})
+    resources = resources_for(settings)
+    folders = resources["folders"]
+    assert folders.roots() == list(settings.docs_dirs)
+    assert folders.max_file_bytes() == settings.max_file_bytes == 7 * 2**20
+    assert resources["ocr"].settings() == settings.ocr
+    assert resources["graph_llm"].settings() == settings.graph_llm
+    engine = resources["engine"].settings(
+        resources["postgres"], resources["embedder"], resources["reranker"],
+        resources["answerer"], resources["evaluation"])
+    assert engine == dataclasses.replace(settings, docs_dirs=Settings.docs_dirs,
+                                         max_file_bytes=Settings.max_file_bytes,
+                                         ocr=OcrSettings(), graph_llm=GraphLlmSettings())

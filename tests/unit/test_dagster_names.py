@@ -84,7 +84,8 @@ SENSORS = {
     "evaluation_automation": {"retrieval_evaluation"},
 }
 SCHEDULES = {"weekly_knowledge_gaps"}
-RESOURCES = {"postgres", "embedder", "answerer", "reranker", "graph_llm"}
+RESOURCES = {"postgres", "folders", "ocr", "embedder", "answerer", "reranker", "graph_llm",
+             "engine", "evaluation"}
 LOGGERS = {"python_logging"}  # named in the run config of in-process runs
 
 

@@ -5,7 +5,6 @@ warnings (checks.py). The measuring itself knows nothing of Dagster
 before it is published.
 """
 
-import dataclasses
 import time
 from datetime import UTC, datetime
 
@@ -19,9 +18,10 @@ from kb_pipeline.defs.ingestion.assets import search_index
 from kb_pipeline.defs.resources import (
     AnswererResource,
     EmbedderResource,
+    EngineResource,
+    EvaluationResource,
     PostgresResource,
     RerankerResource,
-    evaluation_settings,
 )
 from kb_pipeline.index_evaluation import evaluate_index, question_sets
 
@@ -37,17 +37,18 @@ __all__ = ["retrieval_evaluation"]
 )
 def retrieval_evaluation(
     context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource,
-    answerer: AnswererResource, reranker: RerankerResource,
+    answerer: AnswererResource, reranker: RerankerResource, engine: EngineResource,
+    evaluation: EvaluationResource,
 ) -> dg.MaterializeResult:
     """How well employees find and get answers today: the question sets (KB_EVAL_SETS) replayed
     against the live index with the real search and answerer. Recall@1/5/10, MRR@10 and
     nDCG@10 per search mode; cited-expected, "not found" precision and recall, and
     numbers-match rates of the answers; how multi-part questions are answered part by part
     (reported, never checked). Its numbers are plotted over materializations."""
-    engine = evaluation_settings(embedder, answerer, reranker)
-    settings = engine.evaluation
+    configured = engine.settings(postgres, embedder, reranker, answerer, evaluation)
+    settings = configured.evaluation
     started = time.perf_counter()
-    report = evaluate_index(dataclasses.replace(engine, database_url=postgres.url))
+    report = evaluate_index(configured)
     elapsed = round(time.perf_counter() - started, 1)
     context.log.info("evaluated %d questions in %.1f s", report.questions, elapsed)
     plot = recall_svg(report.curves)

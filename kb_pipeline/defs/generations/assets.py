@@ -16,8 +16,6 @@ the candidate is as good. `kb generation rebuild` does the same in one process
 """
 
 
-import dataclasses
-
 import dagster as dg
 
 from kb_core.generations import (
@@ -30,21 +28,22 @@ from kb_core.generations import (
 )
 from kb_core.index_model import IndexModelMismatchError
 from kb_core.learned_facts import index_learned_facts
-from kb_core.settings import Settings
 from kb_eval.report.metadata import metrics_markdown, misses_markdown
 from kb_pipeline.defs.resources import (
     AnswererResource,
     EmbedderResource,
+    EngineResource,
+    EvaluationResource,
+    GraphLlmResource,
     PostgresResource,
     RerankerResource,
-    evaluation_settings,
     facts_embedder_for,
+    running_version,
 )
 from kb_pipeline.index_evaluation import evaluate_index
 from kb_pipeline.integrity import integrity_violations, violations_markdown
 from kb_pipeline.rebuilds import current_access
 from kb_pipeline.runs import GENERATIONS_PARTITIONS
-from kb_pipeline.stages import pipeline_version
 
 __all__ = [
     "COVERAGE_GATE",
@@ -117,16 +116,16 @@ def generation_search_indexes(
 )
 def generation_evaluation(
     context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource,
-    answerer: AnswererResource, reranker: RerankerResource,
+    answerer: AnswererResource, reranker: RerankerResource, engine: EngineResource,
+    evaluation: EvaluationResource,
 ) -> dg.MaterializeResult:
     """A rebuilt index generation (the partition) measured against the live one with the
     configured question sets: it may be published only when both gates pass. A failed
     generation stays unpublished, with these figures, until it is discarded
     (`kb generation discard N`)."""
     gen_id = int(context.partition_key)
-    engine = dataclasses.replace(evaluation_settings(embedder, answerer, reranker),
-                                 database_url=postgres.url)
-    settings = engine.evaluation
+    configured = engine.settings(postgres, embedder, reranker, answerer, evaluation)
+    settings = configured.evaluation
     with postgres.connection() as conn:
         state = generation(conn, gen_id).state
         if state not in ("building", "evaluating", "passed", "failed"):
@@ -136,14 +135,14 @@ def generation_evaluation(
         set_state(conn, gen_id, "evaluating")
         missing = missing_from(conn, gen_id)
         try:
-            live = evaluate_index(engine, answers=False)
+            live = evaluate_index(configured, answers=False)
         except IndexModelMismatchError as exc:  # a new embedding model: only the floor applies
             context.log.warning("live generation not comparable: %s", exc)
             live = None
     with postgres.connection(gen_id) as conn:
         # Approved corrections, embedded with the candidate's own model, are measured with it.
         index_learned_facts(conn, facts_embedder_for(embedder))
-        report = evaluate_index(engine, generation=gen_id)
+        report = evaluate_index(configured, generation=gen_id)
     recall = report.modes["hybrid"].recall.at_5
     live_recall = live.modes["hybrid"].recall.at_5 if live is not None else None
     reasons = []
@@ -194,7 +193,8 @@ def generation_evaluation(
 
 @dg.asset(kinds={"postgres"}, deps=[generation_evaluation], **_GENERATIONS)
 def published_generation(
-    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource
+    context: dg.AssetExecutionContext, postgres: PostgresResource, embedder: EmbedderResource,
+    graph_llm: GraphLlmResource,
 ) -> dg.MaterializeResult:
     """The rebuilt generation made live in one transaction: every search before it reads the
     old generation whole, every search after it the new one. The generation it replaces is
@@ -204,6 +204,6 @@ def published_generation(
         # Corrections decided since the evaluation: embedding takes no lock the switch needs.
         index_learned_facts(conn, facts_embedder_for(embedder))
     with postgres.connection() as conn:
-        version = pipeline_version(embedder.get(), Settings.from_env().graph_llm)
+        version = running_version(embedder, graph_llm)
         retired = publish_generation(conn, gen_id, version, current_access(conn))
     return dg.MaterializeResult(metadata={"generation": gen_id, "retired_generation": retired})

@@ -14,10 +14,9 @@ from kb_core.generations import (
     rebuild_needed,
     set_state,
 )
-from kb_core.settings import Settings
 from kb_pipeline.defs.generations.assets import published_generation
 from kb_pipeline.defs.generations.jobs import GATE_JOB
-from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
 from kb_pipeline.ocr import missing_engine
 from kb_pipeline.ocr.cache import waiting_scans
 from kb_pipeline.rebuilds import stale_keys
@@ -35,7 +34,7 @@ __all__ = ["rebuild_requests"]
 
 def rebuild_requests(
     context: dg.SensorEvaluationContext, conn: psycopg.Connection, version: str,
-    keys: list[str], settings: Settings,
+    keys: list[str], max_file_bytes: int,
 ) -> tuple[list[dg.RunRequest], list]:
     """The sensor's part in rebuilds: runs to request and generation partitions to add."""
     if keys and rebuild_needed(conn, version):
@@ -50,12 +49,12 @@ def rebuild_requests(
         if gen.pipeline_version != version:  # the pipeline changed again meanwhile
             discard_generation(conn, gen.id, f"superseded by pipeline {version}")
         elif gen.state == "building":
-            stale = stale_keys(conn, gen, version, settings, keys)
+            stale = stale_keys(conn, gen, version, max_file_bytes, keys)
             scans = waiting_scans(conn)
             if stale and all(key in scans for key in stale) and not missing_engine():
                 continue  # the folder sensor's read_scans run reads them; a round takes them
             if stale:
-                runs += [dg.RunRequest(job_name=INGEST_JOB.name, run_config=raw_config(settings),
+                runs += [dg.RunRequest(job_name=INGEST_JOB.name,
                                        tags=rebuild_tags(gen.id, first, last))
                          for first, last in partition_ranges(keys, stale, MAX_REBUILT_PER_RUN)]
                 mark_round_launched(conn, gen.id)

@@ -3,12 +3,14 @@
 only their askers' groups may know, and the Dagster UI shows everything to everyone who opens
 it: the questions themselves are read with `kb gaps` and, by reviewers, on the page."""
 
-import dataclasses
-
 import dagster as dg
 
-from kb_core.settings import Settings
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.resources import (
+    EmbedderResource,
+    EngineResource,
+    PostgresResource,
+    RerankerResource,
+)
 from kb_search import open_knowledge_base
 
 __all__ = ["WEEK", "knowledge_gaps"]
@@ -17,14 +19,13 @@ WEEK = 7  # days each materialization counts, so the plotted figures are week by
 
 
 @dg.asset(kinds={"python", "postgres"}, group_name="knowledge_gaps")
-def knowledge_gaps(postgres: PostgresResource, embedder: EmbedderResource
-                   ) -> dg.MaterializeResult:
+def knowledge_gaps(postgres: PostgresResource, embedder: EmbedderResource,
+                   reranker: RerankerResource, engine: EngineResource) -> dg.MaterializeResult:
     """What employees asked this past week that no document answered (whole or a part), or whose
     answer they marked unhelpful, counted by topic; documents cited though unchanged for over a
     year; documents no answer cited. Counts only: `kb gaps` and the reviewers' page show the
     questions and documents."""
-    settings = dataclasses.replace(Settings.from_env(), database_url=postgres.url,
-                                   embedder=embedder.settings())
+    settings = engine.settings(postgres, embedder, reranker)
     with open_knowledge_base(settings, connections=1, answers=False) as kb:
         report = kb.gaps.report(None, WEEK)
     return dg.MaterializeResult(metadata={

@@ -9,12 +9,17 @@ import psycopg
 from kb_core.backups import record_rules_reread
 from kb_core.generations import live_awaits_rebuild, refused_generation
 from kb_core.index_model import IndexModelMismatchError, check_index_model
-from kb_core.settings import Settings
 from kb_pipeline.catalogue import IngestPlan, forget_files, plan_folder
 from kb_pipeline.defs.generations.jobs import GATE_JOB
 from kb_pipeline.defs.generations.sensors import rebuild_requests
-from kb_pipeline.defs.ingestion.jobs import INGEST_JOB, raw_config
-from kb_pipeline.defs.resources import EmbedderResource, PostgresResource
+from kb_pipeline.defs.ingestion.jobs import INGEST_JOB
+from kb_pipeline.defs.resources import (
+    EmbedderResource,
+    FoldersResource,
+    GraphLlmResource,
+    PostgresResource,
+    running_version,
+)
 from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
 from kb_pipeline.ocr import missing_engine
 from kb_pipeline.ocr.cache import waiting_scans
@@ -28,7 +33,6 @@ from kb_pipeline.runs import (
     range_tags,
     sweep_staging,
 )
-from kb_pipeline.stages import pipeline_version
 
 __all__ = ["SENSOR_INTERVAL_S", "docs_folder_sensor"]
 
@@ -41,7 +45,8 @@ SENSOR_INTERVAL_S = 15
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def docs_folder_sensor(
-    context: dg.SensorEvaluationContext, postgres: PostgresResource, embedder: EmbedderResource
+    context: dg.SensorEvaluationContext, postgres: PostgresResource, embedder: EmbedderResource,
+    graph_llm: GraphLlmResource, folders: FoldersResource,
 ) -> dg.SensorResult:
     """Watch KB_DOCS_DIRS: register new files, launch runs for changed ones (a few runs over
     ranges of partitions), re-permission documents whose access rule changed and remove deleted
@@ -49,8 +54,7 @@ def docs_folder_sensor(
     a read_scans run (one at a time), and are ingested again once it has read them. After a
     pipeline change, also drive the rebuild of every document into a new generation and its
     evaluation."""
-    settings = Settings.from_env()
-    version = pipeline_version(embedder.get(), settings.graph_llm)
+    version = running_version(embedder, graph_llm)
     plan = IngestPlan()
     # A `kb ingest` killed mid-run leaves its runs unfinished and its versions staged: mark the
     # runs failed, so their files count as idle and are launched again, and drop the rows.
@@ -59,39 +63,34 @@ def docs_folder_sensor(
         sweep_staging(conn, context.instance)
         content_only = live_awaits_rebuild(conn, version)
         held = _held(conn, embedder, version)
-        for root in settings.docs_dirs:
+        for root in folders.roots():
             # The size limit is applied here, from the files' sizes: an oversized file
             # launches no run and is not re-read on every tick.
-            plan.merge(plan_folder(conn, root, version, max_bytes=settings.max_file_bytes,
+            plan.merge(plan_folder(conn, root, version, max_bytes=folders.max_file_bytes(),
                                    content_only=content_only))
         forget_files(conn, plan.deleted)
         # Every watched folder's access rules read again: a restored installation is ready.
         record_rules_reread(conn)
         partitions = partition_changes(conn, context.instance, plan.seen)
+        scans = waiting_scans(conn)
     for warning in plan.warnings:
         context.log.warning(warning)
 
     ordered = partitions.ordered
     busy = keys_in_runs(context.instance, INGEST_JOB.name, ordered)
-    with postgres.connection() as conn:
-        scans = waiting_scans(conn)
     todo = [] if held else [k for k in plan.changed if k not in busy and k not in scans]
     if held:
         context.log.warning(f"{held}: {len(plan.changed)} new or edited files wait")
-    run_requests = [
-        dg.RunRequest(job_name=INGEST_JOB.name, tags=range_tags(first, last),
-                      run_config=raw_config(settings))
-        for first, last in partition_ranges(ordered, todo)
-    ] + _read_scans_requests(context, ordered, scans)
+    with postgres.connection() as conn:
+        rebuild_runs, generation_partitions = rebuild_requests(
+            context, conn, version, ordered, folders.max_file_bytes())
+    run_requests = (_ingest_requests(ordered, todo) + _read_scans_requests(context, ordered, scans)
+                    + rebuild_runs)
     requests: list = []
     if partitions.added:
         requests.append(DOCUMENTS_PARTITIONS.build_add_request(partitions.added))
     if partitions.deleted:
         requests.append(DOCUMENTS_PARTITIONS.build_delete_request(partitions.deleted))
-    with postgres.connection() as conn:
-        rebuild_runs, generation_partitions = rebuild_requests(
-            context, conn, version, ordered, settings)
-    run_requests += rebuild_runs
     requests += generation_partitions
     summary = (
         f"{len(plan.seen)} files: {len(todo)} to ingest in {len(run_requests)} runs, "
@@ -103,6 +102,12 @@ def docs_folder_sensor(
     if not run_requests and not requests:
         return dg.SensorResult(skip_reason=summary)
     return dg.SensorResult(run_requests=run_requests, dynamic_partitions_requests=requests)
+
+
+def _ingest_requests(ordered: list[str], todo: list[str]) -> list[dg.RunRequest]:
+    """The ingest runs of the new and edited files, each over a range of partitions."""
+    return [dg.RunRequest(job_name=INGEST_JOB.name, tags=range_tags(first, last))
+            for first, last in partition_ranges(ordered, todo)]
 
 
 def _read_scans_requests(
