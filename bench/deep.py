@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from kb_eval.answers import bare_text
-from kb_eval.figures import quantile
 from kb_eval.parts import PartsAsked, PartsMetrics, evaluate_parts
-from kb_eval.questions import EvalQuestion, load_questions, squeezed
+from kb_eval.question_sets import EvalQuestion, load_questions, squeezed
+from kb_eval.rounded import quantile
 from kb_search import AskResult
 
 __all__ = ["Asked", "DeepSet", "LatencyPass", "deep_report", "deep_set"]

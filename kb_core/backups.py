@@ -45,7 +45,7 @@ from kb_core.generations import list_generations
 from kb_core.index_model import recorded_model
 from kb_core.migrations import SQL_DIR, migrate, prepare_database
 from kb_core.queries import query
-from kb_core.query_log import purge_query_log
+from kb_core.query_log_retention import purge_query_log
 from kb_core.settings import Settings
 
 __all__ = ["FORMAT", "BackupError", "NotEmbedded", "read_backup", "record_rules_reread",

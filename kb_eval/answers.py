@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from kb_eval.figures import quantile, rate
-from kb_eval.questions import EvalQuestion, holds_answer, source_matches, squeezed
+from kb_eval.question_sets import EvalQuestion, holds_answer, source_matches, squeezed
+from kb_eval.rounded import quantile, rate
 from kb_search import AskResult
-from kb_search.answerers.contract import citations, claims
+from kb_search.answerers.answer import citations, claims
 
 __all__ = [
     "AnswerMetrics",

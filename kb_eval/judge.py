@@ -17,11 +17,11 @@ from html import escape
 import msgspec
 
 from kb_core.settings import AnswererSettings
-from kb_eval.figures import mean
-from kb_eval.questions import EvalQuestion
+from kb_eval.question_sets import EvalQuestion
+from kb_eval.rounded import mean
 from kb_search import AskResult
 from kb_search.answerers import make_answerer
-from kb_search.answerers.chat import ChatAnswerer
+from kb_search.answerers.chat_answerer import ChatAnswerer
 
 __all__ = ["JUDGE_PROMPT", "Faithfulness", "FaithfulnessJudge", "judge_answers", "make_judge"]
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import msgspec
 
-from kb_eval.questions import EvalPart, EvalQuestion, load_questions
+from kb_eval.question_sets import EvalPart, EvalQuestion, load_questions
 
 __all__ = ["FORMS", "PairedQuestion", "join_questions", "main", "multipart_set"]
 

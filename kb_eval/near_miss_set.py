@@ -35,7 +35,7 @@ from pathlib import Path
 
 import msgspec
 
-from kb_eval.questions import EvalQuestion, load_questions, squeezed
+from kb_eval.question_sets import EvalQuestion, load_questions, squeezed
 
 __all__ = ["main", "near_miss_set"]
 

@@ -21,8 +21,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from kb_eval.answers import bare_text
-from kb_eval.figures import quantile, rate
-from kb_eval.questions import EvalPart, EvalQuestion, holds_answer, source_matches, squeezed
+from kb_eval.question_sets import EvalPart, EvalQuestion, holds_answer, source_matches, squeezed
+from kb_eval.rounded import quantile, rate
 from kb_search import AskResult
 
 __all__ = [

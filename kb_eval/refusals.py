@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from kb_eval.figures import rate
-from kb_eval.questions import EvalQuestion
+from kb_eval.question_sets import EvalQuestion
+from kb_eval.rounded import rate
 
 __all__ = ["RefusalPoint", "refusal_curve"]
 

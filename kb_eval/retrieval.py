@@ -16,8 +16,8 @@ import math
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from kb_eval.figures import mean
-from kb_eval.questions import EvalQuestion, is_relevant
+from kb_eval.question_sets import EvalQuestion, is_relevant
+from kb_eval.rounded import mean
 
 __all__ = ["DEPTH", "Miss", "ModeMetrics", "Recall", "TypeMetrics", "evaluate", "recall_curve"]
 

@@ -19,7 +19,7 @@ from kb_core.progress import report as report_progress
 from kb_eval.answers import AnswerMetrics, evaluate_answers
 from kb_eval.judge import FaithfulnessJudge, judge_answers
 from kb_eval.parts import PartsAsked, PartsMetrics, evaluate_parts
-from kb_eval.questions import EvalQuestion
+from kb_eval.question_sets import EvalQuestion
 from kb_eval.refusals import RefusalPoint, refusal_curve
 from kb_eval.retrieval import DEPTH, ModeMetrics, evaluate, recall_curve
 from kb_search import MODES, AskMode, AskResult, Assessment, KnowledgeBase, Mode, SearchHit

@@ -21,7 +21,7 @@ import re
 import msgspec
 import psycopg
 
-from kb_core.chat import AnthropicChat, ChatModel, OllamaChat, OpenAIChat
+from kb_core.chat_clients import AnthropicChat, ChatModel, OllamaChat, OpenAIChat
 from kb_core.entities import (
     Entity,
     PassageGraph,

@@ -10,7 +10,7 @@ from kb_core.generations import use_generation
 from kb_core.index_model import check_index_model
 from kb_core.settings import DEFAULT_EVAL_SET, REPO_ROOT, EvalSettings, Settings
 from kb_eval.judge import make_judge
-from kb_eval.questions import load_question_sets
+from kb_eval.question_sets import load_question_sets
 from kb_eval.run import EvalReport, run_question_set
 from kb_search import open_knowledge_base
 

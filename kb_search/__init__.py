@@ -17,7 +17,6 @@ from kb_search.answer_flow import (
 )
 from kb_search.answerers import NOT_FOUND
 from kb_search.answerers.numbering import AnswerDelta, CitationNumber
-from kb_search.asking import AnswerPart, AskResult, Citation
 from kb_search.comparison import Comparison
 from kb_search.corrections import (
     MAX_PASSAGES,
@@ -46,6 +45,7 @@ from kb_search.gap_report import (
     StaleDocument,
     UncitedDocument,
 )
+from kb_search.grounded_answers import AnswerPart, AskResult, Citation
 from kb_search.knowledge_base import KnowledgeBase, open_knowledge_base, public, quoted_passage
 from kb_search.operations import (
     IndexCounts,

@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 
 from kb_core.keywords import normalize
-from kb_search.asking import AskResult
+from kb_search.grounded_answers import AskResult
 
 __all__ = ["AnswerCache"]
 

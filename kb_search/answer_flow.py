@@ -1,5 +1,5 @@
 """The ask pipeline: a question split into its parts (or kept whole), each part retrieved under
-the caller's groups, then answered whole or part by part (kb_search/deep.py), its entities
+the caller's groups, then answered whole or part by part (kb_search/part_answers.py), its entities
 linked and its log entry written. `AnswerFlow.events` yields the work as it goes: the stages,
 the passages offered, the answer's text piece by piece, then the answer itself.
 
@@ -23,9 +23,15 @@ from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
 from kb_core.settings import DeepSettings
 from kb_search.answerers.numbering import AnswerDelta, NumberedStream, renumber
-from kb_search.asking import Asker, AskResult, PreparedAnswer
-from kb_search.deep import answer_parts, combine, confirmed, part_citations, passages_per_part
 from kb_search.entity_cards import entities_in
+from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
+from kb_search.part_answers import (
+    answer_parts,
+    combine,
+    confirmed,
+    part_citations,
+    passages_per_part,
+)
 from kb_search.query_log import QueryLog
 from kb_search.question_parts import QuestionPart, QuestionSplit, refers_back, split_question
 from kb_search.search import ReadByOcr, SearchResult
@@ -99,9 +105,9 @@ AnswerEvent = Stage | OfferedPassages | AnswerDelta | AskResult
 class AnswerFlow:
     """One answer's work, from the question to the logged answer."""
 
-    def __init__(self, asker: Asker, reads: ReadRouter, query_log: QueryLog,
+    def __init__(self, grounded: GroundedAnswers, reads: ReadRouter, query_log: QueryLog,
                  deep: DeepSettings) -> None:
-        self._asker = asker
+        self._grounded = grounded
         self._reads = reads
         self._query_log = query_log
         self._deep = deep
@@ -142,11 +148,11 @@ class AnswerFlow:
         yield Stage("answer")
         if streamed:
             yield _offered(prepared)
-            stream = self._asker.stream(prepared)
+            stream = self._grounded.stream(prepared)
             yield from stream
-            result = self._asker.finish(prepared, stream.result(), query_id)
+            result = self._grounded.finish(prepared, stream.result(), query_id)
         else:
-            result = self._asker.answer(prepared, query_id)
+            result = self._grounded.answer(prepared, query_id)
         result.warnings.extend(warnings)
         yield self._finished(caller, question, mode, result, prepared.search, log)
 
@@ -156,7 +162,7 @@ class AnswerFlow:
         graph leg starts from the entities `carried` too. The version is read first, so the
         passages are never older than the version that tags their answer in the cache (a
         newer version would serve them after a revocation)."""
-        question_vector = self._asker.searcher.prepare(question)  # holds no connection
+        question_vector = self._grounded.searcher.prepare(question)  # holds no connection
         if carried:
             named = {e.key for e in question_vector.plan.entities}
             extra = {e.key: e for e in carried if e.key not in named}
@@ -167,7 +173,7 @@ class AnswerFlow:
         def read(conn: psycopg.Connection,
                  beside: psycopg.Connection | None) -> tuple[int, PreparedAnswer]:
             with conn.transaction():
-                return index_version(conn), self._asker.retrieve(
+                return index_version(conn), self._grounded.retrieve(
                     conn, question, list(caller.groups), question_vector, beside)
 
         return self._reads.run_paired(read)
@@ -205,13 +211,13 @@ class AnswerFlow:
                       streamed: bool) -> Generator[AnswerEvent, None, AskResult]:
         """The deltas of an answer given part by part; returns the answer."""
         started = min((p.started for p in retrieved if p is not None), default=time.perf_counter())
-        answerer = self._asker.answerer
+        answerer = self._grounded.answerer
         parts = combine(question, split, retrieved, started, passages_per_part(answerer))
         yield _offered(parts.prepared)
         stream = answer_parts(answerer, parts, streamed=streamed)
         yield from NumberedStream(stream, parts.prepared.offered)
         answer = stream.result()
-        result = self._asker.finish(parts.prepared, answer, query_id)
+        result = self._grounded.finish(parts.prepared, answer, query_id)
         _, numbers = renumber(answer.text, parts.prepared.offered)
         return msgspec.structs.replace(result, parts=part_citations(parts, stream, numbers),
                                        comparison=stream.comparison)

@@ -29,7 +29,7 @@ whose best passage held no number occurred six times in 3,699 questions, all ans
 rare to learn from.
 
 A logistic model over them is fitted from the development sets by
-`kb_eval/fit/answerability.py`, with cross-validation grouped by document, and committed as
+`kb_eval/fit/answerability_model.py`, with cross-validation grouped by document, and committed as
 `answerability.json`; the product never reads the development sets. Similarities mean something
 different for every embedding model (e5 crowds them into 0.8-0.9, a hashing stand-in spreads
 them), so the similarity features are used only by a model fitted on the index's own embedder;
@@ -192,7 +192,7 @@ class AnswerabilityModels(msgspec.Struct, frozen=True):
 
 @cache
 def default_models() -> AnswerabilityModels:
-    """The committed models (kb_eval/fit/answerability.py writes them)."""
+    """The committed models (kb_eval/fit/answerability_model.py writes them)."""
     models = msgspec.json.decode(MODEL_FILE.read_bytes(), type=AnswerabilityModels)
     for model in models.models:
         if not set(model.features) <= set(FEATURES):

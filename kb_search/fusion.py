@@ -14,7 +14,7 @@ plus one rank-1 share, 1 / (k + 1), for a passage holding every code of the ques
 第22条). The plan weight is the planner's lean on the keyword leg (for code questions). The
 graph leg (kb_search/graph.py) scores passages by the question's entities, which many passages
 share alike: its ties go to the passage the other legs rank higher. The numbers are fitted by
-kb_eval/fit/fusion.py from the development sets with cross-validation and committed in
+kb_eval/fit/fusion_weights.py from the development sets with cross-validation and committed in
 fusion.json. Similarities mean something different for every embedding model, so the fitted
 numbers serve only an index of the model they were fitted on; any other index gets plain RRF
 (k = 60, no margins, the legs alike), which is what the numbers reduce to at zero.

@@ -22,10 +22,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from kb_core.callers import Caller, reviewer_groups
-from kb_core.embeddings.contract import Embedder
+from kb_core.embeddings.embedder import Embedder
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
-from kb_search.gaps import group_questions, threshold_for
+from kb_search.gap_topics import group_questions, threshold_for
 from kb_search.search import Searcher
 
 __all__ = ["GapDocument", "GapQuestion", "GapReport", "GapTopic", "Gaps", "StaleDocument",

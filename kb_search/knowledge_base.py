@@ -23,10 +23,10 @@ from kb_core.settings import Settings
 from kb_search.answer_flow import AnswerFlow
 from kb_search.answerers import Passage, make_answerer
 from kb_search.answerers.prompt import document_block
-from kb_search.asking import Asker, AskResult
 from kb_search.corrections import Corrections
 from kb_search.entity_cards import Entities, EntityCard
 from kb_search.gap_report import Gaps
+from kb_search.grounded_answers import AskResult, GroundedAnswers
 from kb_search.operations import Operations
 from kb_search.query_log import QueryLog
 from kb_search.questions import Questions
@@ -101,14 +101,14 @@ def open_knowledge_base(settings: Settings, *, connections: int = 2,
                     str(exc).strip())
     searcher = Searcher(settings.embedder, Synonyms(settings.synonyms),
                         make_reranker(settings.reranker))
-    asker = Asker(searcher, make_answerer(settings.answerer) if answers else None,
-                  settings.max_false_not_found)
+    grounded = GroundedAnswers(searcher, make_answerer(settings.answerer) if answers else None,
+                               settings.max_false_not_found)
     pool, replicas = _pools(settings, connections, generation)
     reads = ReadRouter(pool, replicas)
     query_log = QueryLog(pool)
     return KnowledgeBase(
         [*(r.pool for r in replicas), pool],
-        questions=Questions(asker, reads, AnswerFlow(asker, reads, query_log, settings.deep),
+        questions=Questions(grounded, reads, AnswerFlow(grounded, reads, query_log, settings.deep),
                             query_log),
         query_log=query_log,
         sources=Sources(pool, reads),

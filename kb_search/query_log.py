@@ -9,8 +9,8 @@ from psycopg_pool import ConnectionPool
 
 from kb_core.callers import Caller
 from kb_core.queries import query
-from kb_core.query_log import purge_query_log
-from kb_search.asking import AskResult
+from kb_core.query_log_retention import purge_query_log
+from kb_search.grounded_answers import AskResult
 from kb_search.search import SearchResult
 
 __all__ = ["QueryLog"]

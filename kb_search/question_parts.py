@@ -3,7 +3,7 @@
 One passage rarely holds the answers to 「育児休業と介護休業の申請期限は？」 or to two questions
 joined in one: retrieval for the whole question finds one part's passage and the answer is
 silent on the other. Split, each part gets a search, an answerability decision and an answer of
-its own (kb_search/deep.py).
+its own (kb_search/part_answers.py).
 
 Two shapes are recognised, by rule (offline, deterministic):
 - several questions in one: after a question mark that does not end the text, or at 「と、」,
@@ -131,7 +131,7 @@ class QuestionSplit(msgspec.Struct, frozen=True):
     over_limit: int = 0
     compares: bool = False  # items compared: their values may be compared in the answer
     # A split that only its outcome can confirm: kept when each part finds evidence in a
-    # document of its own, else the question is answered whole (kb_search/deep.py).
+    # document of its own, else the question is answered whole (kb_search/part_answers.py).
     tentative: bool = False
 
     @property

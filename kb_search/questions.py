@@ -16,7 +16,7 @@ from kb_core.callers import Caller
 from kb_core.read_routing import ReadRouter
 from kb_search.answer_cache import AnswerCache
 from kb_search.answer_flow import AnswerEvent, AnswerFlow, AskMode, index_version
-from kb_search.asking import Asker, AskResult
+from kb_search.grounded_answers import AskResult, GroundedAnswers
 from kb_search.query_log import QueryLog
 from kb_search.search import Mode, SearchResult
 
@@ -37,9 +37,9 @@ class Assessment(msgspec.Struct):
 class Questions:
     """Search and answers; answers are logged and kept in the answer cache."""
 
-    def __init__(self, asker: Asker, reads: ReadRouter, flow: AnswerFlow,
+    def __init__(self, grounded: GroundedAnswers, reads: ReadRouter, flow: AnswerFlow,
                  query_log: QueryLog) -> None:
-        self._asker = asker
+        self._grounded = grounded
         self._reads = reads
         self._flow = flow
         self._query_log = query_log
@@ -48,7 +48,7 @@ class Questions:
     def search(self, caller: Caller, question: str, k: int = 10,
                mode: Mode = "hybrid") -> SearchResult:
         """The top `k` passages the caller may see."""
-        searcher = self._asker.searcher
+        searcher = self._grounded.searcher
         prepared = searcher.prepare(question, mode)  # embedding holds no connection
         result, _ = self._reads.run_paired(lambda conn, beside: searcher.search(
             conn, prepared, list(caller.groups), k, mode, beside))
@@ -58,7 +58,7 @@ class Questions:
             use_cache: bool = True) -> AskResult:
         """An answer, logged; with `use_cache`, from the answer cache while the index has not
         changed since it was given."""
-        key = AnswerCache.key(question, caller.groups, self._asker.answerer.name, mode)
+        key = AnswerCache.key(question, caller.groups, self._grounded.answerer.name, mode)
         if use_cache and (cached := self._cache.get(key, self._reads.run(index_version))):
             result = msgspec.structs.replace(cached, query_id=str(uuid.uuid4()))
             self._query_log.record(caller, question, mode, result, None, cached=True)
@@ -89,7 +89,7 @@ class Questions:
         if not answer:
             given = None
         elif mode == "flash":
-            given = self._asker.answer(prepared, "assessment")
+            given = self._grounded.answer(prepared, "assessment")
         else:
             *_, given = self._flow.events(caller, question, mode, [], streamed=False,
                                           log=False)

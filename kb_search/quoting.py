@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from kb_search.answerers.contract import Passage
+from kb_search.answerers.answer import Passage
 from kb_search.answerers.sentences import Sentence, Span, choose_sentences, passage_sentences
 from kb_search.answerers.verification import supporting_sentences
 

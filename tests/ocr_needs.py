@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from kb_eval.scans import FontMissingError, find_cjk_font
+from kb_eval.scan_set import FontMissingError, find_cjk_font
 from kb_pipeline.ocr import missing_engine
 
 __all__ = ["need_engine", "need_font"]

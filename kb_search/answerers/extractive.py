@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from kb_search.answerers.contract import NOT_FOUND, Answer, Passage, answer_from_text
+from kb_search.answerers.answer import NOT_FOUND, Answer, Passage, answer_from_text
 from kb_search.answerers.sentences import Sentence, choose_sentences
 
 __all__ = ["ExtractiveAnswerer"]

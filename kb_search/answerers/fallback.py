@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from kb_search.answerers.contract import Answer, Answerer, Passage, citations
+from kb_search.answerers.answer import Answer, Answerer, Passage, citations
 from kb_search.answerers.extractive import ExtractiveAnswerer
 
 __all__ = ["INTERRUPTED", "StreamedAnswer", "answer_with_fallback", "stream_with_fallback"]

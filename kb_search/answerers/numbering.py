@@ -18,7 +18,7 @@ from typing import Protocol
 
 import msgspec
 
-from kb_search.answerers.contract import Answer
+from kb_search.answerers.answer import Answer
 
 __all__ = ["AnswerDelta", "AnswerStream", "CitationNumber", "CitationNumbers",
            "NumberedStream", "renumber"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from kb_core.chat import OllamaChat, OllamaError, ollama_reply_text
-from kb_search.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer
+from kb_core.chat_clients import OllamaChat, OllamaError, ollama_reply_text
+from kb_search.answerers.chat_answerer import MAX_ANSWER_TOKENS, ChatAnswerer
 
 __all__ = ["OllamaAnswerer", "OllamaError"]
 

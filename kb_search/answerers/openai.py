@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kb_core.chat import OpenAIChat, chat_messages
-from kb_search.answerers.chat import MAX_ANSWER_TOKENS, ChatAnswerer
-from kb_search.answerers.contract import AnswererConfigError
+from kb_core.chat_clients import OpenAIChat, chat_messages
+from kb_search.answerers.answer import AnswererConfigError
+from kb_search.answerers.chat_answerer import MAX_ANSWER_TOKENS, ChatAnswerer
 
 __all__ = ["OpenAIAnswerer"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from html import escape
 
-from kb_search.answerers.contract import NOT_FOUND, Passage
+from kb_search.answerers.answer import NOT_FOUND, Passage
 
 __all__ = ["SYSTEM_PROMPT", "build_user_message", "document_block"]
 

@@ -28,7 +28,7 @@ about. The evidence of each (`FEATURES`):
 - length: the logarithm of its length.
 
 A conditional logit over them (one softmax over a question's candidate sentences) is fitted by
-kb_eval/fit/sentences.py from the development sets with gold answers and committed in
+kb_eval/fit/sentence_model.py from the development sets with gold answers and committed in
 sentences.json.
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 import msgspec
 
 from kb_core.keywords import SCRIPT_RUN
-from kb_search.answerers.contract import Passage
+from kb_search.answerers.answer import Passage
 from kb_search.question_parts import split_question
 
 __all__ = ["FEATURES", "MODEL_FILE", "Sentence", "SentenceModel", "Span",
@@ -144,7 +144,7 @@ class SentenceModel(msgspec.Struct, frozen=True):
 
 @cache
 def default_model() -> SentenceModel:
-    """The committed model (kb_eval/fit/sentences.py writes it)."""
+    """The committed model (kb_eval/fit/sentence_model.py writes it)."""
     model = msgspec.json.decode(MODEL_FILE.read_bytes(), type=SentenceModel)
     if not set(model.features) <= set(FEATURES):
         raise ValueError(f"{MODEL_FILE} uses features {model.features}, not all of "

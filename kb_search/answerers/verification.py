@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Sequence
 from decimal import Decimal
 
-from kb_search.answerers.contract import CITATION, Answer, Passage, citations
+from kb_search.answerers.answer import CITATION, Answer, Passage, citations
 from kb_search.answerers.sentences import Sentence, wording
 
 __all__ = ["supporting_sentences", "verify"]

@@ -11,14 +11,14 @@ import logging
 
 from kb_core.settings import RerankerSettings
 from kb_search.rerankers.cohere import CohereReranker
-from kb_search.rerankers.contract import (
+from kb_search.rerankers.llm import LLMReranker
+from kb_search.rerankers.none import KeepOrderReranker
+from kb_search.rerankers.reranker import (
     Candidate,
     Reranker,
     RerankerConfigError,
     UnknownRerankerError,
 )
-from kb_search.rerankers.llm import LLMReranker
-from kb_search.rerankers.none import KeepOrderReranker
 
 __all__ = [
     "Candidate",

@@ -6,7 +6,7 @@ import httpx
 import msgspec
 
 from kb_core.settings import RerankerSettings
-from kb_search.rerankers.contract import Candidate, RerankerConfigError
+from kb_search.rerankers.reranker import Candidate, RerankerConfigError
 
 __all__ = ["CohereReranker"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from html import escape
 
 from kb_core.settings import RerankerSettings
-from kb_search.rerankers.contract import Candidate, RerankerConfigError
+from kb_search.rerankers.reranker import Candidate, RerankerConfigError
 
 __all__ = ["LLMReranker", "build_prompt", "parse_ranking"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb_search.rerankers.contract import Candidate
+from kb_search.rerankers.reranker import Candidate
 
 __all__ = ["KeepOrderReranker"]
 

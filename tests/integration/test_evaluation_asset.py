@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
-from kb_eval.questions import load_questions
+from kb_eval.question_sets import load_questions
 from kb_pipeline.definitions import defs, make_definitions
 from kb_pipeline.defs.evaluation.assets import retrieval_evaluation
 from kb_pipeline.defs.evaluation.checks import RECALL_CHECK

@@ -1,4 +1,4 @@
-"""The fusion the search query makes, and the one kb_eval/fit/fusion.py recomputes when it
+"""The fusion the search query makes, and the one kb_eval/fit/fusion_weights.py recomputes when it
 fits it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
-from kb_eval.fit import fusion as fit
+from kb_eval.fit import fusion_weights as fit
 from kb_eval.fit.devsets import searching
-from kb_eval.questions import load_questions
+from kb_eval.question_sets import load_questions
 from kb_search.fusion import PLAIN, Fusion, fusion_for
 from kb_search.search import LEG_LIMIT, hybrid_search
 

@@ -1,4 +1,4 @@
-"""Scans through the real pipeline: generated page images (kb_eval.scans) read by the real OCR
+"""Scans through the real pipeline: generated page images (kb_eval.scan_set) read by the real OCR
 engine in real Dagster runs over a real PostgreSQL. Ingestion hands a scan to the read_scans
 job and takes it back from the OCR cache; a rebuild reads no page again and a changed page alone
 is read again; a page over its time limit fails its document alone; without the engine, scans
@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from kb_core.settings import Settings
-from kb_eval.scans import render_pages
+from kb_eval.scan_set import render_pages
 from kb_pipeline.defs.scans.assets import scanned_pages
 from kb_pipeline.defs.scans.jobs import READ_SCANS_JOB
 from kb_pipeline.in_process import ingest_paths, rebuild_in_process

@@ -14,14 +14,14 @@ from kb_cli.main import main
 from kb_core.settings import REPO_ROOT
 from kb_eval.answers import evaluate_answers
 from kb_eval.parts import PartsAsked, evaluate_parts
-from kb_eval.questions import EvalPart, EvalQuestion
+from kb_eval.question_sets import EvalPart, EvalQuestion
 from kb_eval.report.metadata import metric_values, metrics_markdown, misses_markdown
 from kb_eval.report.page import render_html
+from kb_eval.report.plain_text import text_report
 from kb_eval.report.plots import recall_svg
-from kb_eval.report.text import text_report
 from kb_eval.retrieval import evaluate, recall_curve
 from kb_eval.run import EvalReport
-from kb_search.asking import AnswerPart, AskResult, Citation
+from kb_search.grounded_answers import AnswerPart, AskResult, Citation
 
 DOCS = "/kb/docs"
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"

@@ -32,7 +32,7 @@ from kb_search.answerers import (
     stream_with_fallback,
     verify,
 )
-from kb_search.answerers.contract import answer_from_text
+from kb_search.answerers.answer import answer_from_text
 from kb_search.answerers.fallback import INTERRUPTED
 from kb_search.answerers.prompt import SYSTEM_PROMPT, build_user_message
 from tests import configured

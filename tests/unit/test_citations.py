@@ -1,7 +1,7 @@
 """Citations as the reader meets them: numbered in the order the answer first cites each passage,
 whole or streamed delta by delta, and quoting what the answer took from each passage (the
 extractive answerer's sentences, an LLM answer's supporting sentences), finished by the
-service's own code (Asker.finish)."""
+service's own code (GroundedAnswers.finish)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kb_eval.answers import numbered_in_order, quotes_hold
 from kb_search.answerers import Answer, Passage
-from kb_search.answerers.contract import answer_from_text, citations, claims
+from kb_search.answerers.answer import answer_from_text, citations, claims
 from kb_search.answerers.extractive import ExtractiveAnswerer
 from kb_search.answerers.numbering import (
     CitationNumber,
@@ -22,7 +22,7 @@ from kb_search.answerers.numbering import (
     NumberedStream,
     renumber,
 )
-from kb_search.asking import Asker, AskResult, PreparedAnswer
+from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
 from kb_search.quoting import GAP
 from kb_search.search import Ranks, SearchHit, SearchResult
 
@@ -55,7 +55,7 @@ QUESTION = "有給休暇は何日前までに申請が必要ですか"
 
 def finished(answer: Answer, passages: list[Passage] = GIVEN, question: str = QUESTION,
              read_by_ocr: frozenset[int] = frozenset()) -> AskResult:
-    """The `kb ask` result of `answer` given `passages` as retrieved, by Asker.finish; the
+    """The `kb ask` result of `answer` given `passages` as retrieved, by GroundedAnswers.finish; the
     chunks `read_by_ocr` came from scans."""
     hits = [SearchHit(rank=p.n, chunk_id=p.chunk_id, document_id=p.n, source_uri=p.path,
                       path=p.path, title=p.title, heading=p.heading, page=p.page,
@@ -65,7 +65,7 @@ def finished(answer: Answer, passages: list[Passage] = GIVEN, question: str = QU
     prepared = PreparedAnswer(SearchResult(query=question, took_ms=0.0, hits=hits), passages,
                               evidence_found=True, reason=None, started=time.perf_counter(),
                               answerability=1.0, question=question)
-    return Asker(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
+    return GroundedAnswers(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
 
 
 def parts(quote: str) -> list[str]:

@@ -1,8 +1,8 @@
 """The engine's one face (issues 42 and 59): what `kb_search` offers the doors, listed, so that a
 change to it is a deliberate one. The root holds one service per concern and shows no pool,
-connection, searcher or asker: a door that needed one would be reaching inside the engine. The
-doors' imports are held by import-linter contracts in pyproject.toml ("Doors use the engine
-through its face", "Doors run no SQL of their own")."""
+connection, searcher or grounded answerer: a door that needed one would be reaching inside the
+engine. The doors' imports are held by import-linter contracts in pyproject.toml ("Doors use the
+engine through its face", "Doors run no SQL of their own")."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ SERVICES = {"questions": Questions, "query_log": QueryLog, "sources": Sources,
             "corrections": Corrections, "entities": Entities, "gaps": Gaps,
             "operations": Operations}
 
-INSIDES = ("Pool", "Connection", "Searcher", "Asker", "ReadRouter", "AnswerFlow", "psycopg")
+INSIDES = ("Pool", "Connection", "Searcher", "GroundedAnswers", "ReadRouter", "AnswerFlow",
+           "psycopg")
 
 
 def _offers(service: type) -> set[str]:

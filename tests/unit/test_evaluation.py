@@ -25,7 +25,7 @@ from kb_eval.answers import (
     numbers_match,
     quotes_hold,
 )
-from kb_eval.questions import (
+from kb_eval.question_sets import (
     EvalQuestion,
     holds_answer,
     load_question_sets,
@@ -33,11 +33,11 @@ from kb_eval.questions import (
     source_matches,
 )
 from kb_eval.refusals import refusal_curve
-from kb_eval.report.text import compare_modes
+from kb_eval.report.plain_text import compare_modes
 from kb_eval.retrieval import Miss, ModeMetrics, Recall, evaluate, recall_curve
 from kb_search.answerers import NOT_FOUND, Passage
-from kb_search.answerers.contract import answer_from_text
-from kb_search.asking import Asker, AskResult, PreparedAnswer
+from kb_search.answerers.answer import answer_from_text
+from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
 from kb_search.search import Ranks, SearchHit, SearchResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -384,7 +384,7 @@ DOCUMENT_GROUPS = {f"{DOCS}/all/就業規則.md": ["all-employees"],
 def answered(text: str, *passages: tuple[str, str, str],
              answerer: str = "hand-made") -> AskResult:
     """The `kb ask` result of an answer `text` given `passages` as [1], [2], ...: citations and
-    verification by Asker.finish, as the service does it."""
+    verification by GroundedAnswers.finish, as the service does it."""
     hits = [SearchHit(rank=n, chunk_id=n, document_id=n, source_uri=f"{DOCS}/{path}", path=path,
                       title=title, heading="", page=None, ocr=False, chunk_index=0,
                       content=content, score=1.0, ranks=Ranks(vector=n, keyword=n))
@@ -395,7 +395,7 @@ def answered(text: str, *passages: tuple[str, str, str],
                               evidence_found=True, reason=None, started=time.perf_counter(),
                               answerability=1.0, question="有給の申請期限は？")
     answer = answer_from_text(text, answerer)
-    return Asker(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
+    return GroundedAnswers(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
 
 
 def asked(expected: str | None, groups: list[str] | None = None) -> EvalQuestion:

@@ -8,7 +8,7 @@ import argparse
 import numpy as np
 import pytest
 
-from kb_eval.fit.answerability import DevSet, in_sample
+from kb_eval.fit.answerability_model import DevSet, in_sample
 from kb_eval.fit.devsets import keep_every_set
 from kb_search.answerability import default_models
 

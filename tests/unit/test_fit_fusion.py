@@ -1,4 +1,4 @@
-"""kb_eval/fit/fusion.py scores a grid of fusions with a vectorised copy of
+"""kb_eval/fit/fusion_weights.py scores a grid of fusions with a vectorised copy of
 kb_search.fusion.fuse, for speed; the two must agree on every candidate, or the fit optimises
 something the product does not run (issue 42). And its choice lowers no development set's
 figure under the fusion committed before it."""
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kb_eval.fit.devsets import FOLDS
-from kb_eval.fit.fusion import KEYWORD_ONLY, VECTOR_ONLY, Candidates, DevSet, best
+from kb_eval.fit.fusion_weights import KEYWORD_ONLY, VECTOR_ONLY, Candidates, DevSet, best
 from kb_search.fusion import Fusion, fuse
 
 FUSIONS = st.builds(Fusion, k=st.sampled_from([1.0, 10.0, 60.0]),

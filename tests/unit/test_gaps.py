@@ -1,4 +1,4 @@
-"""The knowledge-gap report's grouping (kb_search/gaps.py): questions no document answers,
+"""The knowledge-gap report's grouping (kb_search/gap_topics.py): questions no document answers,
 grouped by topic, measured on the labelled topics of samples/gap_topics.jsonl."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 
 from kb_core.embeddings import make_embedder
 from kb_core.settings import EmbedderSettings
-from kb_eval.fit.gaps import purity
-from kb_search.gaps import group_questions, threshold_for
+from kb_eval.fit.gap_threshold import purity
+from kb_search.gap_topics import group_questions, threshold_for
 
 LABELS = Path(__file__).resolve().parents[2] / "samples" / "gap_topics.jsonl"
 

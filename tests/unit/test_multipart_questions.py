@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_eval.questions import EvalPart, EvalQuestion, holds_answer, load_questions
+from kb_eval.question_sets import EvalPart, EvalQuestion, holds_answer, load_questions
 from kb_pipeline.access import resolve_access
 from kb_pipeline.parsing import parse_document
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kb_eval.multipart_set import FORMS, join_questions, main
-from kb_eval.questions import load_questions
+from kb_eval.question_sets import load_questions
 
 
 def small_set(path: Path) -> Path:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from kb_eval.near_miss_set import main
-from kb_eval.questions import load_questions, squeezed
+from kb_eval.question_sets import load_questions, squeezed
 
 ARTICLE = """# 作曲家
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from kb_eval.scans import find_cjk_font
+from kb_eval.scan_set import find_cjk_font
 from kb_pipeline.ocr.lines import layout_lines, merged, page_text
 from kb_pipeline.ocr.recognizer import read_lines
 from tests.ocr_needs import need_font

@@ -1,7 +1,7 @@
 """Scanned pages without the engine: how a page is found to be set (direction, skew) on printed
 pages, and how the engine's text becomes passages (spaces, wrapped lines, tables, pages).
 
-The layout tests print pages with kb_eval.scans: tests/ocr_needs.py says what they need."""
+The layout tests print pages with kb_eval.scan_set: tests/ocr_needs.py says what they need."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from kb_core.settings import OcrSettings
-from kb_eval.scans import render_pages
+from kb_eval.scan_set import render_pages
 from kb_pipeline.ocr import OcrResult, PageImage
 from kb_pipeline.ocr.layout import page_layouts
 from kb_pipeline.parsing import parse_document

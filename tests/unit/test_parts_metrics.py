@@ -9,7 +9,7 @@ import pytest
 
 from kb_eval.answers import evaluate_answers
 from kb_eval.parts import PartsAsked, comparison_right, evaluate_parts, part_blocks
-from kb_eval.questions import EvalPart, EvalQuestion
+from kb_eval.question_sets import EvalPart, EvalQuestion
 from kb_eval.report.payload import json_payload
 from kb_eval.run import EvalReport
 from kb_search import NOT_FOUND, AnswerPart, AskResult, Citation, Comparison

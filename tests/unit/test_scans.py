@@ -1,4 +1,4 @@
-"""Generated scans (kb_eval.scans): the page mix, both writing directions' layout, the text kept.
+"""Generated scans (kb_eval.scan_set): the page mix, both writing directions' layout, the text kept.
 
 They need a Japanese font: tests/ocr_needs.py.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import ImageFilter, ImageOps
 
-from kb_eval import scans
-from kb_eval.scans import FontMissingError, PageMix, render_pages
+from kb_eval import scan_set
+from kb_eval.scan_set import FontMissingError, PageMix, render_pages
 from tests.ocr_needs import need_font
 
 SMALL_PAGE = (3.0, 4.0)  # inches: a few lines per page keeps the tests fast
@@ -107,7 +107,7 @@ def test_the_same_seed_writes_the_same_manifest(tmp_path: Path) -> None:
     (docs / "表.xlsx").write_bytes(b"not read")
     manifests = []
     for run in ("a", "b"):
-        assert scans.main([str(tmp_path / run), "--samples", str(docs), "--seed", "7"]) == 0
+        assert scan_set.main([str(tmp_path / run), "--samples", str(docs), "--seed", "7"]) == 0
         manifests.append((tmp_path / run / "manifest.jsonl").read_bytes())
     assert manifests[0] == manifests[1]
     lines = [json.loads(line) for line in manifests[0].splitlines()]

@@ -1,12 +1,12 @@
 """The extractive answerer's sentence model (kb_search/answerers/sentences.py) and the fitter
-that fits it (kb_eval/fit/sentences.py): the committed model's shape, and the fit choosing what
+that fits it (kb_eval/fit/sentence_model.py): the committed model's shape, and the fit choosing what
 the product chooses."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kb_eval.fit import sentences as fitter
+from kb_eval.fit import sentence_model as fitter
 from kb_search.answerers import Passage
 from kb_search.answerers.sentences import (
     FEATURES,

@@ -1,7 +1,7 @@
 """The part every chat-model answerer shares: prompt, empty-reply checks and the finished Answer.
 
 A provider supplies `_complete(system, user) -> text` and `_stream(system, user) -> deltas`
-(its client from kb_core/chat.py, which the pipeline's entity extractor shares).
+(its client from kb_core/chat_clients.py, which the pipeline's entity extractor shares).
 With no passages there is nothing to ground an answer in, so no model is called.
 An empty reply is an error (a malformed response), which the fallback turns into the extractive
 answer, rather than an answer that says nothing.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kb_core.chat import MalformedReplyError
-from kb_search.answerers.contract import (
+from kb_core.chat_clients import MalformedReplyError
+from kb_search.answerers.answer import (
     NOT_FOUND,
     Answer,
     Passage,

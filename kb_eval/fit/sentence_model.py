@@ -18,8 +18,8 @@ cross-validated: five folds grouped by document, each scored by a model and a ch
 the other four.
 
 The passages and their sentences are the engine's own, which its face keeps inside: the fit
-reads them through kb_search.asking.Asker and kb_search.answerers.sentences, as a tuner of the
-engine may (devsets.searching).
+reads them through kb_search.grounded_answers.GroundedAnswers and
+kb_search.answerers.sentences, as a tuner of the engine may (devsets.searching).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from kb_eval.fit.devsets import (
     searching,
     set_name,
 )
-from kb_eval.questions import holds_answer, load_questions
+from kb_eval.question_sets import holds_answer, load_questions
 from kb_search.answerers import ExtractiveAnswerer, Passage
 from kb_search.answerers.sentences import (
     FEATURES,
@@ -52,7 +52,7 @@ from kb_search.answerers.sentences import (
     candidate_sentences,
     default_model,
 )
-from kb_search.asking import Asker
+from kb_search.grounded_answers import GroundedAnswers
 from kb_search.question_parts import split_question
 
 MEDIAN_CHARS = 100  # issue 14: the answer body's median length on the JaQuAD set
@@ -94,9 +94,9 @@ def collect(path: Path, home: Path, groups: list[str], cache: Path | None) -> li
     asked = []
     started = time.perf_counter()
     with searching(installation(home)) as (searcher, conn):
-        asker = Asker(searcher, ExtractiveAnswerer())
+        grounded = GroundedAnswers(searcher, ExtractiveAnswerer())
         for q in questions:
-            prepared = asker.retrieve(conn, q.question, list(q.groups or groups))
+            prepared = grounded.retrieve(conn, q.question, list(q.groups or groups))
             asked.append(Asked(q.question, q.answer or "", q.expected_source or "",
                                q.question_type, prepared.passages))
     print(f"{path}: {len(asked)} questions searched in {time.perf_counter() - started:.0f} s",

@@ -39,7 +39,7 @@ from kb_eval.fit.devsets import (
     parse_set,
     set_name,
 )
-from kb_eval.questions import load_questions, source_matches
+from kb_eval.question_sets import load_questions, source_matches
 from kb_eval.run import eval_caller
 from kb_search import open_knowledge_base
 from kb_search.answerability import (

@@ -1,5 +1,6 @@
-"""Fits the knowledge-gap report's grouping threshold (kb_search/gaps.py) on questions labelled
-by topic, and reports its grouping purity; with --write, commits it to kb_search/gaps.json.
+"""Fits the knowledge-gap report's grouping threshold (kb_search/gap_topics.py) on questions
+labelled by topic, and reports its grouping purity; with --write, commits it to
+kb_search/gap_topics.json.
 
     .venv/bin/python -m kb_eval.fit gaps --labels samples/gap_topics.jsonl [--write]
 
@@ -25,7 +26,7 @@ import numpy as np
 from kb_core.embeddings import make_embedder
 from kb_core.settings import Settings
 from kb_eval.fit.devsets import Figures, keep_every_set
-from kb_search.gaps import THRESHOLDS_FILE, group_questions
+from kb_search.gap_topics import THRESHOLDS_FILE, group_questions
 
 GRID = [round(t, 3) for t in np.arange(0.78, 0.96, 0.005)]
 FOLDS = 5

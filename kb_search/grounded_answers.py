@@ -27,7 +27,7 @@ from kb_search.answerers import (
     stream_with_fallback,
     verify,
 )
-from kb_search.answerers.contract import Claim, citations, claims
+from kb_search.answerers.answer import Claim, citations, claims
 from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
 from kb_search.comparison import Comparison
 from kb_search.entity_cards import EntityLink
@@ -38,7 +38,7 @@ from kb_search.search import PreparedQuery, ReadByOcr, Searcher, SearchHit, Sear
 __all__ = [
     "AnswerPart",
     "AskResult",
-    "Asker",
+    "GroundedAnswers",
     "Citation",
     "KnownAnswer",
     "missing_evidence",
@@ -120,7 +120,7 @@ class PreparedAnswer:
         return [p.n for p in self.passages]
 
 
-class Asker:
+class GroundedAnswers:
     """Retrieval, the evidence gate, the answerer with its fallback, and verification."""
 
     def __init__(self, searcher: Searcher, answerer: Answerer | None,

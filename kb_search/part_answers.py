@@ -1,9 +1,9 @@
 """Deep mode: a question with several parts answered part by part.
 
 Each part (kb_search/question_parts.py) was retrieved and judged on its own, under the caller's
-groups (`Asker.retrieve`). Here their passages become one list numbered across the whole
+groups (`GroundedAnswers.retrieve`). Here their passages become one list numbered across the whole
 answer, so the answer's citations, their quotes and verification work as for any answer
-(`Asker.finish`):
+(`GroundedAnswers.finish`):
 - extractive (the default): for each part with evidence, the sentences that carry its fact
   (at most three, each cited), under a label naming the part; a part without evidence, or not
   reached within the time budget, says so in a line of its own; when the parts' quoted values
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import msgspec
 
 from kb_search.answerers import NOT_FOUND, Answer, Answerer, Passage, answer_with_fallback
-from kb_search.answerers.contract import citations, is_not_found
+from kb_search.answerers.answer import citations, is_not_found
 from kb_search.answerers.extractive import ExtractiveAnswerer
 from kb_search.answerers.fallback import stream_with_fallback
 from kb_search.answerers.numbering import CitationNumber
-from kb_search.asking import PASSAGES, AnswerPart, KnownAnswer, PreparedAnswer
 from kb_search.comparison import Comparison, PartValues, compare
+from kb_search.grounded_answers import PASSAGES, AnswerPart, KnownAnswer, PreparedAnswer
 from kb_search.question_parts import QuestionPart, QuestionSplit
 from kb_search.search import SearchResult
 
@@ -42,7 +42,7 @@ SYNTHESIS_PASSAGES = 3  # of each part, offered to an LLM writing one answer ove
 class PartsAnswer:
     """The parts' retrieval as one answer's: every part's passages under one numbering."""
 
-    prepared: PreparedAnswer  # what `Asker.finish` verifies and quotes the answer against
+    prepared: PreparedAnswer  # what `GroundedAnswers.finish` verifies and quotes the answer against
     split: QuestionSplit
     retrieved: list[PreparedAnswer | None]  # by part; None when not reached in time
     numbers: list[list[int]]  # by part, the numbers its passages are offered under

@@ -2,7 +2,7 @@
 
 Questions are grouped by average-link agglomeration of their question vectors: two groups merge
 while the mean cosine similarity between their questions is at least the threshold fitted for
-the embedding model (`gaps.json`, by `python -m kb_eval.fit gaps`), and never when both name
+the embedding model (`gap_topics.json`, by `python -m kb_eval.fit gaps`), and never when both name
 codes (型番, document numbers) and share none: ZP-2041 and ZP-2050 are two gaps however alike
 the rest of the question is. Similarities mean something different for every model (e5 crowds
 them into 0.8-0.9), so an index built with a model without a fitted threshold is grouped by the
@@ -20,7 +20,7 @@ from kb_search.planner import plan_question
 
 __all__ = ["THRESHOLDS_FILE", "group_questions", "threshold_for"]
 
-THRESHOLDS_FILE = Path(__file__).with_name("gaps.json")
+THRESHOLDS_FILE = Path(__file__).with_name("gap_topics.json")
 
 
 class _Thresholds(msgspec.Struct):

@@ -44,7 +44,7 @@ from kb_eval.fit.devsets import (
     searching,
     set_name,
 )
-from kb_eval.questions import is_relevant, load_questions
+from kb_eval.question_sets import is_relevant, load_questions
 from kb_search.fusion import FULL_COVERAGE, FUSION_FILE, PLAIN, Fusion, fusion_for
 from kb_search.planner import QueryPlan
 from kb_search.search import (

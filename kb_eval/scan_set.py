@@ -1,6 +1,6 @@
 """Renders text documents as scanned pages for evaluating OCR: the scans and each page's text.
 
-    .venv/bin/python -m kb_eval.scans /tmp/scans --samples samples/docs \\
+    .venv/bin/python -m kb_eval.scan_set /tmp/scans --samples samples/docs \\
         --jaquad ../shared/devsets/jaquad --articles 15 --seed 44
 
 Why: the team has no scanned documents it may commit, and a scan made here comes with the exact
@@ -57,7 +57,7 @@ import msgspec
 import pypdfium2 as pdfium
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from kb_eval.questions import holds_answer
+from kb_eval.question_sets import holds_answer
 from kb_pipeline.parsing import ParseError, parse_document
 
 __all__ = [
@@ -465,7 +465,7 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 def main(argv: list[str]) -> int:
     """Write the scans and their manifest; 0 on success, 2 when no font or no sources."""
-    parser = argparse.ArgumentParser(prog="python -m kb_eval.scans",
+    parser = argparse.ArgumentParser(prog="python -m kb_eval.scan_set",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path, help="where scans and manifest are written")
     parser.add_argument("--samples", type=Path, help="a folder of company documents")

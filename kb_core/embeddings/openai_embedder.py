@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kb_core.embeddings.contract import l2_normalize
+from kb_core.embeddings.embedder import l2_normalize
 from kb_core.embeddings.tokens import E5_WINDOW, count_tokens
 
 __all__ = ["OpenAIEmbedder"]
