@@ -1,9 +1,11 @@
 """One-shot chat completions from Claude, OpenAI or Ollama: a system prompt and a user message
-in, the model's whole reply out. The answerers (kb_search/answerers) and the pipeline's LLM
-entity extractor (kb_pipeline/graph_llm.py) build their model calls on it, so a provider's
-client, its base-URL variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, OLLAMA_HOST) and its reply
-checks are written once. A client is kept for its connections; `client` is the SDK's (or the
-httpx one), for the answerers' streaming.
+in, the model's whole reply out. `make_chat` builds every chat client the product uses, from the
+one configuration of the providers (kb_core.settings.ProviderSettings): the answerers
+(kb_search/answerers), the LLM reranker (kb_search/rerankers/llm.py) and the pipeline's entity
+extractor (kb_pipeline/graph_llm.py), so a provider's client, its key, its base-URL variable
+(ANTHROPIC_BASE_URL, OPENAI_BASE_URL, OLLAMA_HOST) and its reply checks are written once. A
+client is kept for its connections; `client` is the SDK's (or the httpx one), for the
+answerers' streaming.
 
 The SDKs report a malformed reply no better than a missing one; each `complete` raises
 MalformedReplyError (or OllamaError) for a reply not shaped like its API's.
@@ -15,14 +17,18 @@ from typing import Any, Protocol
 
 import httpx
 
+from kb_core.settings import ProviderSettings
+
 __all__ = [
     "AnthropicChat",
+    "ChatConfigError",
     "ChatModel",
     "MalformedReplyError",
     "OllamaChat",
     "OllamaError",
     "OpenAIChat",
     "chat_messages",
+    "make_chat",
     "ollama_reply_text",
 ]
 
@@ -30,6 +36,10 @@ __all__ = [
 def chat_messages(system: str, user: str) -> list[dict]:
     """A system prompt and a user message as OpenAI's and Ollama's chat APIs both take them."""
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+class ChatConfigError(ValueError):
+    """A chat provider named where it cannot be used: unknown, or without its API key."""
 
 
 class MalformedReplyError(ValueError):
@@ -131,3 +141,22 @@ def ollama_reply_text(reply: object, required: bool = True) -> str:
             return ""
         raise OllamaError(f"not an Ollama chat reply: {str(reply)[:200]!r}")
     return content
+
+
+def make_chat(providers: ProviderSettings, provider: str, timeout: float, max_retries: int,
+              chosen_by: str) -> AnthropicChat | OpenAIChat | OllamaChat:
+    """The chat client of `provider` (claude, openai or ollama) with its model, server and key
+    from `providers`; `max_retries` for a hosted API (Ollama runs nearby and is not retried).
+    `chosen_by` names the setting that chose it (KB_LLM=claude), for the error it raises."""
+    keys = {"claude": ("ANTHROPIC_API_KEY", providers.anthropic_api_key),
+            "openai": ("OPENAI_API_KEY", providers.openai_api_key)}
+    if provider in keys:
+        variable, key = keys[provider]
+        if not key:
+            raise ChatConfigError(f"{chosen_by} needs {variable}")
+        chat = AnthropicChat if provider == "claude" else OpenAIChat
+        return chat(key, providers.model(provider), timeout, max_retries)
+    if provider == "ollama":
+        return OllamaChat(providers.ollama_host, providers.ollama_model, timeout)
+    raise ChatConfigError(f"unknown provider in {chosen_by}: expected "
+                          f"{', '.join(ProviderSettings.CHAT)}")

@@ -9,6 +9,7 @@ into this process's `os.environ`.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ __all__ = [
     "EvalSettings",
     "GraphLlmSettings",
     "OcrSettings",
+    "ProviderSettings",
     "RerankerSettings",
     "ServiceSettings",
     "Settings",
@@ -38,6 +40,8 @@ SAMPLE_DOCS = REPO_ROOT / "samples" / "docs"
 DEFAULT_SYNONYMS = REPO_ROOT / "config" / "synonyms.txt"
 DEFAULT_EVAL_SET = REPO_ROOT / "samples" / "eval.jsonl"
 OLLAMA_HOST = "http://127.0.0.1:11434"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,18 +122,19 @@ VARIABLES: tuple[Variable, ...] = (
              "seconds Deep mode searches parts for; then it answers with the parts it has and "
              "names the rest"),
     Variable("KB_ANTHROPIC_MODEL", "`claude-sonnet-4-5`",
-             "the Claude model answering, judging, (`KB_RERANK_LLM=anthropic`) reranking and "
+             "the Claude model answering, judging, (`KB_RERANK_LLM=claude`) reranking and "
              "(`KB_GRAPH_LLM=claude`) extracting entities"),
     Variable("KB_OPENAI_MODEL", "`gpt-4o-mini`",
              "the OpenAI model answering, judging, (`KB_RERANK_LLM=openai`) reranking and "
              "(`KB_GRAPH_LLM=openai`) extracting entities"),
     Variable("KB_OLLAMA_MODEL", "`qwen2.5:7b`",
-             "the Ollama model answering, judging and (`KB_GRAPH_LLM=ollama`) extracting "
-             "entities"),
+             "the Ollama model answering, judging, (`KB_RERANK_LLM=ollama`) reranking and "
+             "(`KB_GRAPH_LLM=ollama`) extracting entities"),
     Variable("KB_RERANKER", "`none`",
              "`none`, `cohere` (`COHERE_API_KEY`, `COHERE_BASE_URL`), `llm` (`KB_RERANK_LLM`)"),
-    Variable("KB_RERANK_LLM", "`anthropic` where `ANTHROPIC_API_KEY` is set, else `openai`",
-             "the provider of `KB_RERANKER=llm`"),
+    Variable("KB_RERANK_LLM", "`claude` where `ANTHROPIC_API_KEY` is set, else `openai`",
+             "the provider of `KB_RERANKER=llm`: `claude`, `openai` or `ollama` (`anthropic`, "
+             "its old spelling, is read as `claude` with a warning)"),
     Variable("KB_RERANK_TIMEOUT_S", "5 (cohere), 15 (llm)", "seconds a rerank may take"),
     Variable("KB_COHERE_RERANK_MODEL", "`rerank-v3.5`", "the Cohere rerank model"),
     Variable("KB_JWT_ISSUER", "unset",
@@ -261,7 +266,7 @@ class EmbedderSettings:
     pool_batch: int = 32
 
     @classmethod
-    def read(cls, env: _Environment) -> EmbedderSettings:
+    def read(cls, env: _Environment, providers: ProviderSettings) -> EmbedderSettings:
         def whole(name: str, default: int) -> int:
             return int(env.number(name, default, whole=True, positive=True))
 
@@ -272,7 +277,7 @@ class EmbedderSettings:
         return cls(
             name=env.text("KB_EMBEDDER", cls.name),
             openai_model=env.text("KB_OPENAI_EMBEDDING_MODEL", cls.openai_model),
-            ollama_host=env.text("OLLAMA_HOST", cls.ollama_host),
+            ollama_host=providers.ollama_host,  # the one Ollama server, chat and embeddings
             ollama_model=env.text("KB_OLLAMA_EMBEDDING_MODEL", cls.ollama_model),
             ollama_dim=whole("KB_OLLAMA_EMBEDDING_DIM", cls.ollama_dim),
             pool_urls=",".join(urls),
@@ -283,11 +288,13 @@ class EmbedderSettings:
 
 
 @dataclass(frozen=True)
-class AnswererSettings:
-    """The answerer (KB_LLM), which also judges answers in `kb eval`, and its provider's."""
+class ProviderSettings:
+    """The chat models' providers (Claude, OpenAI, Ollama): their models, server and keys, read
+    once and held by every part that calls one: the answerer and the evaluation's judge
+    (KB_LLM), the LLM reranker (KB_RERANK_LLM) and the entity extractor (KB_GRAPH_LLM)."""
 
-    llm: str = "extractive"
-    timeout_s: float = 30.0
+    CHAT = ("claude", "openai", "ollama")
+
     anthropic_model: str = "claude-sonnet-4-5"
     openai_model: str = "gpt-4o-mini"
     ollama_model: str = "qwen2.5:7b"
@@ -295,11 +302,14 @@ class AnswererSettings:
     anthropic_api_key: str = field(default="", repr=False)
     openai_api_key: str = field(default="", repr=False)
 
+    def model(self, provider: str) -> str:
+        """The model `provider` (one of CHAT) answers with."""
+        return {"claude": self.anthropic_model, "openai": self.openai_model,
+                "ollama": self.ollama_model}[provider]
+
     @classmethod
-    def read(cls, env: _Environment) -> AnswererSettings:
+    def read(cls, env: _Environment) -> ProviderSettings:
         return cls(
-            llm=env.text("KB_LLM", cls.llm),
-            timeout_s=env.number("KB_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
             anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
             openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
             ollama_model=env.text("KB_OLLAMA_MODEL", cls.ollama_model),
@@ -307,80 +317,77 @@ class AnswererSettings:
             anthropic_api_key=env.text("ANTHROPIC_API_KEY"),
             openai_api_key=env.text("OPENAI_API_KEY"),
         )
+
+
+@dataclass(frozen=True)
+class AnswererSettings:
+    """The answerer (KB_LLM), which also judges answers in `kb eval`."""
+
+    llm: str = "extractive"
+    timeout_s: float = 30.0
+    providers: ProviderSettings = ProviderSettings()
+
+    @classmethod
+    def read(cls, env: _Environment, providers: ProviderSettings) -> AnswererSettings:
+        return cls(llm=env.text("KB_LLM", cls.llm),
+                   timeout_s=env.number("KB_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
+                   providers=providers)
 
 
 @dataclass(frozen=True)
 class GraphLlmSettings:
     """The LLM entity extractor (KB_GRAPH_LLM): off unless a provider is named, and never
-    implied by KB_LLM, since it sends every passage to the provider. It reuses the answerers'
-    models, host and keys."""
-
-    PROVIDERS = ("claude", "openai", "ollama")
+    implied by KB_LLM, since it sends every passage to the provider."""
 
     provider: str = ""  # "": off, the rules alone
     timeout_s: float = 60.0
-    anthropic_model: str = AnswererSettings.anthropic_model
-    openai_model: str = AnswererSettings.openai_model
-    ollama_model: str = AnswererSettings.ollama_model
-    ollama_host: str = OLLAMA_HOST
-    anthropic_api_key: str = field(default="", repr=False)
-    openai_api_key: str = field(default="", repr=False)
+    providers: ProviderSettings = ProviderSettings()
 
     @property
     def model(self) -> str:
         """provider/model of the extractor, as caches and the pipeline version name it; "" when
         it is off."""
-        models = {"claude": self.anthropic_model, "openai": self.openai_model,
-                  "ollama": self.ollama_model}
-        return f"{self.provider}/{models[self.provider]}" if self.provider else ""
+        return f"{self.provider}/{self.providers.model(self.provider)}" if self.provider else ""
 
     @classmethod
-    def read(cls, env: _Environment) -> GraphLlmSettings:
+    def read(cls, env: _Environment, providers: ProviderSettings) -> GraphLlmSettings:
         provider = env.text("KB_GRAPH_LLM").lower()
-        if provider and provider not in cls.PROVIDERS:
-            raise ValueError(f"KB_GRAPH_LLM must be unset or one of {', '.join(cls.PROVIDERS)}:"
-                             f" {provider!r}")
-        return cls(
-            provider=provider,
-            timeout_s=env.number("KB_GRAPH_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
-            anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
-            openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
-            ollama_model=env.text("KB_OLLAMA_MODEL", cls.ollama_model),
-            ollama_host=env.text("OLLAMA_HOST", cls.ollama_host),
-            anthropic_api_key=env.text("ANTHROPIC_API_KEY"),
-            openai_api_key=env.text("OPENAI_API_KEY"),
-        )
+        if provider and provider not in ProviderSettings.CHAT:
+            raise ValueError(f"KB_GRAPH_LLM must be unset or one of "
+                             f"{', '.join(ProviderSettings.CHAT)}: {provider!r}")
+        return cls(provider=provider,
+                   timeout_s=env.number("KB_GRAPH_LLM_TIMEOUT_S", cls.timeout_s, positive=True),
+                   providers=providers)
 
 
 @dataclass(frozen=True)
 class RerankerSettings:
-    """The reranker (KB_RERANKER) and its provider's settings."""
+    """The reranker (KB_RERANKER): Cohere's rerank endpoint, or a chat model."""
 
     name: str = "none"
-    llm_provider: str = ""  # KB_RERANK_LLM; empty: anthropic where its key is set, else openai
+    llm_provider: str = ""  # KB_RERANK_LLM; empty: claude where its key is set, else openai
     timeout_s: float | None = None  # None: the provider's own default
     cohere_model: str = "rerank-v3.5"
     cohere_base_url: str = "https://api.cohere.com"
-    anthropic_model: str = "claude-sonnet-4-5"
-    openai_model: str = "gpt-4o-mini"
     cohere_api_key: str = field(default="", repr=False)
-    anthropic_api_key: str = field(default="", repr=False)
-    openai_api_key: str = field(default="", repr=False)
+    providers: ProviderSettings = ProviderSettings()
 
     @classmethod
-    def read(cls, env: _Environment) -> RerankerSettings:
+    def read(cls, env: _Environment, providers: ProviderSettings) -> RerankerSettings:
         timeout = env.number("KB_RERANK_TIMEOUT_S", 0.0, positive=True)
+        provider = env.text("KB_RERANK_LLM").lower()
+        if provider == "anthropic":  # the spelling before KB_LLM's and KB_GRAPH_LLM's was shared
+            log.warning("KB_RERANK_LLM=anthropic is spelled claude now, as in KB_LLM and "
+                        "KB_GRAPH_LLM: read as claude")
+            provider = "claude"
         return cls(
             name=env.text("KB_RERANKER", cls.name),
-            llm_provider=env.text("KB_RERANK_LLM"),
+            llm_provider=provider,
             timeout_s=timeout or None,
             cohere_model=env.text("KB_COHERE_RERANK_MODEL", cls.cohere_model),
             cohere_base_url=env.text("COHERE_BASE_URL", cls.cohere_base_url),
-            anthropic_model=env.text("KB_ANTHROPIC_MODEL", cls.anthropic_model),
-            openai_model=env.text("KB_OPENAI_MODEL", cls.openai_model),
             cohere_api_key=env.text("COHERE_API_KEY"),
-            anthropic_api_key=env.text("ANTHROPIC_API_KEY"),
-            openai_api_key=env.text("OPENAI_API_KEY"),
+            providers=providers,
         )
 
 
@@ -561,6 +568,7 @@ class Settings:
         home = Path(env.text("KB_HOME") or platformdirs.user_data_dir("kb-search"))
         dirs = env.paths("KB_DOCS_DIRS")
         synonyms = env.text("KB_SYNONYMS")
+        providers = ProviderSettings.read(env)
         return cls(
             home=home.expanduser().resolve(),
             database_url=env.text("KB_DATABASE_URL") or None,
@@ -569,17 +577,17 @@ class Settings:
                 u.strip() for u in env.text("KB_DATABASE_READ_URLS").split(",") if u.strip()),
             docs_dirs=(tuple(Path(d).expanduser().resolve() for d in dirs) if dirs
                        else (SAMPLE_DOCS,)),
-            embedder=EmbedderSettings.read(env),
+            embedder=EmbedderSettings.read(env, providers),
             embedding_steps=int(env.number("KB_EMBED_STEPS", cls.embedding_steps, whole=True,
                                            positive=True)),
             max_file_bytes=int(env.number("KB_MAX_FILE_MB", 50, whole=True,
                                           positive=True)) * 2**20,
             ocr=OcrSettings.read(env),
             synonyms=Path(synonyms) if synonyms else DEFAULT_SYNONYMS,
-            answerer=AnswererSettings.read(env),
-            graph_llm=GraphLlmSettings.read(env),
+            answerer=AnswererSettings.read(env, providers),
+            graph_llm=GraphLlmSettings.read(env, providers),
             max_false_not_found=env.share("KB_MAX_FALSE_NOT_FOUND", cls.max_false_not_found),
-            reranker=RerankerSettings.read(env),
+            reranker=RerankerSettings.read(env, providers),
             deep=DeepSettings.read(env),
             service=ServiceSettings.read(env),
             evaluation=EvalSettings.read(env),

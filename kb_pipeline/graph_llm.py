@@ -21,7 +21,7 @@ import re
 import msgspec
 import psycopg
 
-from kb_core.chat_clients import AnthropicChat, ChatModel, OllamaChat, OpenAIChat
+from kb_core.chat_clients import ChatModel, make_chat
 from kb_core.entities import (
     Entity,
     PassageGraph,
@@ -41,7 +41,6 @@ __all__ = [
     "SYSTEM_PROMPT",
     "Extraction",
     "GraphExtractor",
-    "GraphLlmConfigError",
     "MalformedExtractionError",
     "cache_extractions",
     "cached_extractions",
@@ -81,10 +80,6 @@ JSON オブジェクトだけを出力する:
 "relations": [{"source": "...", "target": "...", "description": "..."}]}"""
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
-class GraphLlmConfigError(ValueError):
-    """The extractor cannot be built from the configuration (a missing key)."""
 
 
 class MalformedExtractionError(ValueError):
@@ -131,25 +126,12 @@ class GraphExtractor:
 
 def make_graph_extractor(settings: GraphLlmSettings) -> GraphExtractor | None:
     """The extractor KB_GRAPH_LLM names, or None when it is unset (the rules alone). Raises
-    GraphLlmConfigError when the provider's key is missing."""
+    ChatConfigError when the provider's key is missing."""
     if not settings.provider:
         return None
     # One retry for a blip; a passage that still fails keeps the rules' graph.
-    if settings.provider == "claude":
-        if not settings.anthropic_api_key:
-            raise GraphLlmConfigError("KB_GRAPH_LLM=claude needs ANTHROPIC_API_KEY")
-        return GraphExtractor(AnthropicChat(settings.anthropic_api_key,
-                                            settings.anthropic_model, settings.timeout_s, 1))
-    if settings.provider == "openai":
-        if not settings.openai_api_key:
-            raise GraphLlmConfigError("KB_GRAPH_LLM=openai needs OPENAI_API_KEY")
-        return GraphExtractor(OpenAIChat(settings.openai_api_key, settings.openai_model,
-                                         settings.timeout_s, 1))
-    if settings.provider == "ollama":
-        return GraphExtractor(OllamaChat(settings.ollama_host, settings.ollama_model,
-                                         settings.timeout_s))
-    raise GraphLlmConfigError(f"unknown KB_GRAPH_LLM {settings.provider!r}: expected claude, "
-                              f"openai or ollama")
+    return GraphExtractor(make_chat(settings.providers, settings.provider, settings.timeout_s,
+                                    max_retries=1, chosen_by=f"KB_GRAPH_LLM={settings.provider}"))
 
 
 def user_message(text: str) -> str:

@@ -96,7 +96,7 @@ def ingest_paths(
     """Ingest files and folders into the database of `settings` (its URL resolved); folders
     are planned like watched folders (deletions included). Raises IndexModelMismatchError when
     the live index was built with another embedder, EmbeddingPoolError when the servers of
-    KB_EMBED_URLS cannot embed for this one, and GraphLlmConfigError when KB_GRAPH_LLM names a
+    KB_EMBED_URLS cannot embed for this one, and ChatConfigError when KB_GRAPH_LLM names a
     provider without its key."""
     database_url = _database_url(settings)
     embedder = make_embedder(settings.embedder)

@@ -28,6 +28,7 @@ from kb_core.settings import (
     EvalSettings,
     GraphLlmSettings,
     OcrSettings,
+    ProviderSettings,
     RerankerSettings,
     Settings,
     secret,
@@ -44,6 +45,7 @@ __all__ = [
     "GraphLlmResource",
     "OcrResource",
     "PostgresResource",
+    "ProvidersResource",
     "RerankerResource",
     "facts_embedder_for",
     "resources_for",
@@ -53,9 +55,9 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _as(settings_class: type[T], resource: dg.ConfigurableResource) -> T:
-    """`resource`'s fields as the settings they were made from."""
-    return settings_class(**{name: getattr(resource, name)
+def _as(settings_class: type[T], resource: dg.ConfigurableResource, **given: object) -> T:
+    """`resource`'s fields as the settings they were made from, with the `given` ones."""
+    return settings_class(**{name: given[name] if name in given else getattr(resource, name)
                              for name in settings_class.__dataclass_fields__})
 
 
@@ -107,59 +109,61 @@ class EmbedderResource(dg.ConfigurableResource):
         return max(self.batch_size, getattr(embedder, "texts_per_call", 0))
 
 
-class AnswererResource(dg.ConfigurableResource):
-    """The answerer the evaluation asks with (KB_LLM), which also judges its answers."""
+class ProvidersResource(dg.ConfigurableResource):
+    """The chat models' providers (KB_ANTHROPIC_MODEL, KB_OPENAI_MODEL, KB_OLLAMA_MODEL,
+    OLLAMA_HOST and the API keys), held by the answerer, the reranker and the extractor."""
 
-    llm: str = AnswererSettings.llm
-    timeout_s: float = AnswererSettings.timeout_s
-    anthropic_model: str = AnswererSettings.anthropic_model
-    openai_model: str = AnswererSettings.openai_model
-    ollama_model: str = AnswererSettings.ollama_model
-    ollama_host: str = AnswererSettings.ollama_host
+    anthropic_model: str = ProviderSettings.anthropic_model
+    openai_model: str = ProviderSettings.openai_model
+    ollama_model: str = ProviderSettings.ollama_model
+    ollama_host: str = ProviderSettings.ollama_host
     anthropic_api_key: str = ""
     openai_api_key: str = ""
 
+    def settings(self) -> ProviderSettings:
+        return _as(ProviderSettings, self)
+
+
+class AnswererResource(dg.ConfigurableResource):
+    """The answerer the evaluation asks with (KB_LLM), which also judges its answers."""
+
+    providers: ProvidersResource
+    llm: str = AnswererSettings.llm
+    timeout_s: float = AnswererSettings.timeout_s
+
     def settings(self) -> AnswererSettings:
-        return _as(AnswererSettings, self)
+        return _as(AnswererSettings, self, providers=self.providers.settings())
 
 
 class GraphLlmResource(dg.ConfigurableResource):
     """The LLM entity extractor of the entity_graph asset (KB_GRAPH_LLM: claude, openai,
     ollama; empty: the rules alone). It sends every passage's text to its provider."""
 
+    providers: ProvidersResource
     provider: str = GraphLlmSettings.provider
     timeout_s: float = GraphLlmSettings.timeout_s
-    anthropic_model: str = GraphLlmSettings.anthropic_model
-    openai_model: str = GraphLlmSettings.openai_model
-    ollama_model: str = GraphLlmSettings.ollama_model
-    ollama_host: str = GraphLlmSettings.ollama_host
-    anthropic_api_key: str = ""
-    openai_api_key: str = ""
 
     def settings(self) -> GraphLlmSettings:
-        return _as(GraphLlmSettings, self)
+        return _as(GraphLlmSettings, self, providers=self.providers.settings())
 
     def get(self) -> GraphExtractor | None:
-        """The extractor, or None when it is off; raises GraphLlmConfigError without its key."""
+        """The extractor, or None when it is off; raises ChatConfigError without its key."""
         return make_graph_extractor(self.settings())
 
 
 class RerankerResource(dg.ConfigurableResource):
     """The reranker the evaluation searches with (KB_RERANKER)."""
 
+    providers: ProvidersResource
     name: str = RerankerSettings.name
     llm_provider: str = RerankerSettings.llm_provider
     timeout_s: float | None = RerankerSettings.timeout_s
     cohere_model: str = RerankerSettings.cohere_model
     cohere_base_url: str = RerankerSettings.cohere_base_url
-    anthropic_model: str = RerankerSettings.anthropic_model
-    openai_model: str = RerankerSettings.openai_model
     cohere_api_key: str = ""
-    anthropic_api_key: str = ""
-    openai_api_key: str = ""
 
     def settings(self) -> RerankerSettings:
-        return _as(RerankerSettings, self)
+        return _as(RerankerSettings, self, providers=self.providers.settings())
 
 
 class FoldersResource(dg.ConfigurableResource):
@@ -245,18 +249,29 @@ def resources_for(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         return fields | {k: secret(env) if getattr(values, k) else ""
                          for k, env in secrets.items()}
 
-    keys = {"anthropic_api_key": "ANTHROPIC_API_KEY", "openai_api_key": "OPENAI_API_KEY"}
     evaluation = settings.evaluation
+    # One providers' resource, the same object inside each resource that calls a chat model
+    # (Dagster's nested resources), as the configuration read once gives every part the same.
+    made: dict[ProviderSettings, ProvidersResource] = {}
+
+    def providers_of(values: ProviderSettings) -> ProvidersResource:
+        return made.setdefault(values, ProvidersResource(**plain_and_secrets(values, {
+            "anthropic_api_key": "ANTHROPIC_API_KEY", "openai_api_key": "OPENAI_API_KEY"})))
+
+    def with_providers(values: object, secrets: dict[str, str]) -> dict:
+        return {**plain_and_secrets(values, secrets), "providers": providers_of(values.providers)}
+
     return {
         "postgres": PostgresResource(url=settings.database_url),
         "folders": FoldersResource(docs_dirs=[str(d) for d in settings.docs_dirs],
                                    max_file_mb=settings.max_file_bytes >> 20),
         "ocr": OcrResource(**vars(settings.ocr)),
         "embedder": EmbedderResource(**vars(settings.embedder)),
-        "answerer": AnswererResource(**plain_and_secrets(settings.answerer, keys)),
-        "graph_llm": GraphLlmResource(**plain_and_secrets(settings.graph_llm, keys)),
-        "reranker": RerankerResource(**plain_and_secrets(
-            settings.reranker, keys | {"cohere_api_key": "COHERE_API_KEY"})),
+        "providers": providers_of(settings.answerer.providers),
+        "answerer": AnswererResource(**with_providers(settings.answerer, {})),
+        "graph_llm": GraphLlmResource(**with_providers(settings.graph_llm, {})),
+        "reranker": RerankerResource(**with_providers(
+            settings.reranker, {"cohere_api_key": "COHERE_API_KEY"})),
         "engine": EngineResource(
             home=str(settings.home), synonyms=str(settings.synonyms),
             max_false_not_found=settings.max_false_not_found,

@@ -1,15 +1,17 @@
 """Answerers: turn the passages a search found into a short cited answer, or say nothing was found.
 
 `make_answerer(settings)` (KB_LLM) builds one: extractive (the default, offline), claude, openai or
-ollama; a provider's SDK is imported only inside its own branch, and an unknown name or a missing
-API key fails loudly at construction. The service calls `answer_with_fallback` or
-`stream_with_fallback`, so an LLM that fails or times out costs the extractive answer, labelled
-as a fallback, never the answer; then `verify` checks what the answer cites and quotes.
+ollama, its chat client made by `kb_core.chat_clients.make_chat` (a provider's SDK is imported
+only when its client is made), and an unknown name or a missing API key fails loudly at
+construction. The service calls `answer_with_fallback` or `stream_with_fallback`, so an LLM
+that fails or times out costs the extractive answer, labelled as a fallback, never the answer;
+then `verify` checks what the answer cites and quotes.
 """
 
 from __future__ import annotations
 
-from kb_core.settings import AnswererSettings
+from kb_core.chat_clients import make_chat
+from kb_core.settings import AnswererSettings, ProviderSettings
 from kb_search.answerers.answer import (
     NOT_FOUND,
     Answer,
@@ -19,6 +21,7 @@ from kb_search.answerers.answer import (
     UnknownAnswererError,
     citations,
 )
+from kb_search.answerers.claude import ClaudeAnswerer
 from kb_search.answerers.extractive import ExtractiveAnswerer
 from kb_search.answerers.fallback import (
     StreamedAnswer,
@@ -26,6 +29,7 @@ from kb_search.answerers.fallback import (
     stream_with_fallback,
 )
 from kb_search.answerers.ollama import OllamaAnswerer
+from kb_search.answerers.openai import OpenAIAnswerer
 from kb_search.answerers.verification import verify
 
 __all__ = [
@@ -51,18 +55,12 @@ def make_answerer(settings: AnswererSettings) -> Answerer:
     choice = name.strip().lower() or "extractive"
     if choice == "extractive":
         return ExtractiveAnswerer()
-    # Deferred: each SDK takes about half a second to import, paid only by who chose it.
-    if choice == "claude":
-        from kb_search.answerers.claude import ClaudeAnswerer
-
-        return ClaudeAnswerer(settings.anthropic_api_key, settings.anthropic_model,
-                              settings.timeout_s)
-    if choice == "openai":
-        from kb_search.answerers.openai import OpenAIAnswerer
-
-        return OpenAIAnswerer(settings.openai_api_key, settings.openai_model, settings.timeout_s)
-    if choice == "ollama":
-        return OllamaAnswerer(settings.ollama_host, settings.ollama_model, settings.timeout_s)
-    raise UnknownAnswererError(
-        f"unknown answerer {name!r} (KB_LLM): expected extractive, claude, openai or ollama"
-    )
+    if choice not in ProviderSettings.CHAT:
+        raise UnknownAnswererError(
+            f"unknown answerer {name!r} (KB_LLM): expected extractive, claude, openai or ollama")
+    # One retry: a transient 5xx or dropped connection is worth one more try, no more, while a
+    # person waits for the answer.
+    chat = make_chat(settings.providers, choice, settings.timeout_s, max_retries=1,
+                     chosen_by=f"KB_LLM={choice}")
+    return {"claude": ClaudeAnswerer, "openai": OpenAIAnswerer,
+            "ollama": OllamaAnswerer}[choice](chat)

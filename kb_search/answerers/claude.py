@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kb_core.chat_clients import AnthropicChat
-from kb_search.answerers.answer import AnswererConfigError
 from kb_search.answerers.chat_answerer import MAX_ANSWER_TOKENS, ChatAnswerer
 
 __all__ = ["ClaudeAnswerer"]
@@ -14,14 +13,10 @@ __all__ = ["ClaudeAnswerer"]
 class ClaudeAnswerer(ChatAnswerer):
     """Answers with a Claude model; one SDK client kept for its connections."""
 
-    def __init__(self, api_key: str, model: str, timeout: float) -> None:
-        if not api_key:
-            raise AnswererConfigError("KB_LLM=claude needs ANTHROPIC_API_KEY")
-        # One retry: a transient 5xx or dropped connection is worth one more try, no more,
-        # while a person waits for the answer.
-        self._chat = AnthropicChat(api_key, model, timeout, max_retries=1)
-        self.model = model
-        self.name = self._chat.name
+    def __init__(self, chat: AnthropicChat) -> None:
+        self._chat = chat
+        self.model = chat.model
+        self.name = chat.name
 
     def _complete(self, system: str, user: str) -> str:
         return self._chat.complete(system, user, MAX_ANSWER_TOKENS)

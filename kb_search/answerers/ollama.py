@@ -19,10 +19,10 @@ __all__ = ["OllamaAnswerer", "OllamaError"]
 class OllamaAnswerer(ChatAnswerer):
     """Answers with a model served by Ollama; one HTTP client kept for its connections."""
 
-    def __init__(self, host: str, model: str, timeout: float) -> None:
-        self._chat = OllamaChat(host, model, timeout)
-        self.model = model
-        self.name = self._chat.name
+    def __init__(self, chat: OllamaChat) -> None:
+        self._chat = chat
+        self.model = chat.model
+        self.name = chat.name
 
     def _complete(self, system: str, user: str) -> str:
         return self._chat.complete(system, user, MAX_ANSWER_TOKENS)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kb_core.chat_clients import OpenAIChat, chat_messages
-from kb_search.answerers.answer import AnswererConfigError
 from kb_search.answerers.chat_answerer import MAX_ANSWER_TOKENS, ChatAnswerer
 
 __all__ = ["OpenAIAnswerer"]
@@ -14,13 +13,10 @@ __all__ = ["OpenAIAnswerer"]
 class OpenAIAnswerer(ChatAnswerer):
     """Answers with an OpenAI chat model; one SDK client kept for its connections."""
 
-    def __init__(self, api_key: str, model: str, timeout: float) -> None:
-        if not api_key:
-            raise AnswererConfigError("KB_LLM=openai needs OPENAI_API_KEY")
-        # One retry, as for Claude: worth it for a blip, not while a person waits much longer.
-        self._chat = OpenAIChat(api_key, model, timeout, max_retries=1)
-        self.model = model
-        self.name = self._chat.name
+    def __init__(self, chat: OpenAIChat) -> None:
+        self._chat = chat
+        self.model = chat.model
+        self.name = chat.name
 
     def _complete(self, system: str, user: str) -> str:
         return self._chat.complete(system, user, MAX_ANSWER_TOKENS)

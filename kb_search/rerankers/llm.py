@@ -1,4 +1,4 @@
-"""An LLM reranker: a chat model (Anthropic or OpenAI) orders the passages by relevance.
+"""An LLM reranker: a chat model (Claude, OpenAI or Ollama) orders the passages by relevance.
 
 Passage text is untrusted: each passage sits in its own <passage id="N"> block with <, > and &
 escaped, so no passage can close its block or open another, and the model is told that block
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from html import escape
 
+from kb_core.chat_clients import ChatModel, make_chat
 from kb_core.settings import RerankerSettings
-from kb_search.rerankers.reranker import Candidate, RerankerConfigError
+from kb_search.rerankers.reranker import Candidate
 
 __all__ = ["LLMReranker", "build_prompt", "parse_ranking"]
 
@@ -34,9 +34,6 @@ SYSTEM_PROMPT = (
     "Reply with only a JSON array of passage ids, most relevant first, for example [3, 1, 2]. "
     "No other text."
 )
-
-Chat = Callable[[str, str], str]  # (system, user) -> the model's reply text
-
 
 def build_prompt(query: str, candidates: list[Candidate], top_n: int) -> str:
     """The user message: the escaped query, then one escaped block per passage (ids 1..n)."""
@@ -84,87 +81,30 @@ def _passage_id(item: object) -> int | None:
 
 
 class LLMReranker:
-    """Asks a chat model to order the candidates; one SDK client kept for its connections."""
+    """Asks a chat model to order the candidates; its client kept for its connections."""
 
-    def __init__(self, provider: str, model: str, api_key: str, timeout_s: float) -> None:
-        if provider == "anthropic":
-            self._chat = _anthropic_chat(model, api_key, timeout_s)
-        elif provider == "openai":
-            self._chat = _openai_chat(model, api_key, timeout_s)
-        else:
-            raise RerankerConfigError(
-                f"unknown KB_RERANK_LLM {provider!r}: expected anthropic or openai"
-            )
-        self.provider = provider
-        self.model = model
-        self.timeout_s = timeout_s
+    def __init__(self, chat: ChatModel) -> None:
+        self._chat = chat
 
     @classmethod
     def from_settings(cls, settings: RerankerSettings) -> LLMReranker:
-        provider = settings.llm_provider or (
-            "anthropic" if settings.anthropic_api_key else "openai")
-        if provider not in ("anthropic", "openai"):
-            raise RerankerConfigError(
-                f"unknown KB_RERANK_LLM {provider!r}: expected anthropic or openai"
-            )
-        model, key = ((settings.anthropic_model, settings.anthropic_api_key)
-                      if provider == "anthropic"
-                      else (settings.openai_model, settings.openai_api_key))
-        return cls(provider, model, key, settings.timeout_s or DEFAULT_TIMEOUT_S)
+        providers = settings.providers
+        provider = settings.llm_provider or ("claude" if providers.anthropic_api_key
+                                             else "openai")
+        # No retries: the search is waiting, and a failed rerank only costs the fused order.
+        return cls(make_chat(providers, provider, settings.timeout_s or DEFAULT_TIMEOUT_S,
+                             max_retries=0,
+                             chosen_by=f"KB_RERANKER=llm with KB_RERANK_LLM={provider}"))
 
     @property
     def name(self) -> str:
-        return f"llm/{self.provider}/{self.model}"
+        return f"llm/{self._chat.name}"
 
     def rerank(self, query: str, candidates: list[Candidate], top_n: int) -> list[int]:
         """Chunk ids best first, in the order the model gives."""
         if top_n <= 0 or not candidates:
             return []
-        reply = self._chat(SYSTEM_PROMPT, build_prompt(query, candidates, top_n))
+        reply = self._chat.complete(SYSTEM_PROMPT, build_prompt(query, candidates, top_n),
+                                    MAX_REPLY_TOKENS)
         order = parse_ranking(reply, len(candidates))
         return [candidates[i].chunk_id for i in order[:top_n]]
-
-
-# No retries: the search is waiting, and a failed rerank only costs the fused order.
-# Each SDK reads its own base-URL variable (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).
-
-
-def _anthropic_chat(model: str, api_key: str, timeout_s: float) -> Chat:
-    if not api_key:
-        raise RerankerConfigError(
-            "KB_RERANKER=llm with KB_RERANK_LLM=anthropic needs ANTHROPIC_API_KEY"
-        )
-    import anthropic
-
-    client = anthropic.Anthropic(api_key=api_key, timeout=timeout_s, max_retries=0)
-
-    def chat(system: str, user: str) -> str:
-        reply = client.messages.create(
-            model=model,
-            max_tokens=MAX_REPLY_TOKENS,
-            system=system,
-            messages=[{"role": "user", "content": user}],
-        )
-        return "".join(block.text for block in reply.content if block.type == "text")
-
-    return chat
-
-
-def _openai_chat(model: str, api_key: str, timeout_s: float) -> Chat:
-    if not api_key:
-        raise RerankerConfigError("KB_RERANKER=llm with KB_RERANK_LLM=openai needs OPENAI_API_KEY")
-    import openai
-
-    client = openai.OpenAI(api_key=api_key, timeout=timeout_s, max_retries=0)
-
-    def chat(system: str, user: str) -> str:
-        reply = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-        )
-        content = reply.choices[0].message.content
-        if content is None:
-            raise ValueError("the model's reply has no text content")
-        return content
-
-    return chat

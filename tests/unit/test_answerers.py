@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kb_core.chat_clients import ChatConfigError
 from kb_core.settings import AnswererSettings
 from kb_eval.judge import JUDGE_PROMPT, make_judge
 from kb_search.answerers import (
     NOT_FOUND,
     Answer,
-    AnswererConfigError,
     Passage,
     UnknownAnswererError,
     answer_with_fallback,
@@ -815,7 +815,7 @@ def test_unknown_answerer_name_raises_a_value_error_naming_the_choices():
 @pytest.mark.parametrize(("name", "variable"),
                          [("claude", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
 def test_llm_without_its_api_key_fails_at_construction_naming_the_variable(name, variable):
-    with pytest.raises(AnswererConfigError, match=f"KB_LLM={name} needs {variable}"):
+    with pytest.raises(ChatConfigError, match=f"KB_LLM={name} needs {variable}"):
         make_answerer(configured.answerer(name))
 
 

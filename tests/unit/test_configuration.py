@@ -19,6 +19,7 @@ from kb_core.settings import (
     EmbedderSettings,
     GraphLlmSettings,
     OcrSettings,
+    ProviderSettings,
     RerankerSettings,
     Settings,
 )
@@ -27,6 +28,7 @@ from kb_pipeline.defs.resources import (
     EmbedderResource,
     GraphLlmResource,
     OcrResource,
+    ProvidersResource,
     RerankerResource,
     resources_for,
 )
@@ -139,9 +141,10 @@ def test_an_undeclared_variable_cannot_be_read():
 @pytest.mark.parametrize(("resource", "settings"), [
     (EmbedderResource, EmbedderSettings), (AnswererResource, AnswererSettings),
     (RerankerResource, RerankerSettings), (GraphLlmResource, GraphLlmSettings),
-    (OcrResource, OcrSettings)])
+    (OcrResource, OcrSettings), (ProvidersResource, ProviderSettings)])
 def test_dagster_resources_carry_the_settings_fields(resource, settings):
-    fields = {f.name: f.default for f in dataclasses.fields(settings)}
+    # The providers are one resource of their own, which the others hold.
+    fields = {f.name: f.default for f in dataclasses.fields(settings) if f.name != "providers"}
     carried = {name: info.default for name, info in resource.model_fields.items()
                if name in fields}
     assert carried == fields
@@ -176,3 +179,15 @@ def test_the_resources_give_back_the_configuration_they_were_made_of(tmp_path):
     assert engine == dataclasses.replace(settings, docs_dirs=Settings.docs_dirs,
                                          max_file_bytes=Settings.max_file_bytes,
                                          ocr=OcrSettings(), graph_llm=GraphLlmSettings())
+
+
+def test_each_provider_variable_is_read_once_and_shared_by_every_part_that_calls_one():
+    source = SETTINGS_MODULE.read_text()
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OLLAMA_HOST", "KB_ANTHROPIC_MODEL",
+                 "KB_OPENAI_MODEL", "KB_OLLAMA_MODEL"):
+        assert source.count(f'env.text("{name}"') == 1, name
+    settings = Settings.from_env({"ANTHROPIC_API_KEY": "k", "KB_OLLAMA_MODEL": "llama3"})
+    shared = {settings.answerer.providers, settings.graph_llm.providers,
+              settings.reranker.providers}
+    assert shared == {ProviderSettings(anthropic_api_key="k", ollama_model="llama3")}
+    assert settings.embedder.ollama_host == settings.answerer.providers.ollama_host

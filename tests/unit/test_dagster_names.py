@@ -84,8 +84,8 @@ SENSORS = {
     "evaluation_automation": {"retrieval_evaluation"},
 }
 SCHEDULES = {"weekly_knowledge_gaps"}
-RESOURCES = {"postgres", "folders", "ocr", "embedder", "answerer", "reranker", "graph_llm",
-             "engine", "evaluation"}
+RESOURCES = {"postgres", "folders", "ocr", "embedder", "providers", "answerer", "reranker",
+             "graph_llm", "engine", "evaluation"}
 LOGGERS = {"python_logging"}  # named in the run config of in-process runs
 
 

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
+from kb_core.chat_clients import ChatConfigError
 from kb_core.embeddings import make_embedder
 from kb_core.entities import passage_graph
 from kb_core.settings import EmbedderSettings, Settings
 from kb_pipeline.graph_llm import (
     Extraction,
-    GraphLlmConfigError,
     MalformedExtractionError,
     make_graph_extractor,
     merge_extraction,
@@ -115,7 +115,7 @@ def test_an_unknown_extractor_or_a_missing_key_is_refused_naming_the_variable():
         Settings.from_env({"KB_GRAPH_LLM": "gpt"})
     for provider, key in (("claude", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")):
         settings = Settings.from_env({"KB_GRAPH_LLM": provider})
-        with pytest.raises(GraphLlmConfigError, match=f"KB_GRAPH_LLM={provider} needs {key}"):
+        with pytest.raises(ChatConfigError, match=f"KB_GRAPH_LLM={provider} needs {key}"):
             make_graph_extractor(settings.graph_llm)
 
 

@@ -1,7 +1,8 @@
 """Inside the engine, the evaluation and the pipeline's stages, each module's name is its own
-(docs/architecture.md, "Layers"): a name in a traceback, a log line or a review says which
-module it is. The doors are named for the command or route they serve, and Dagster's domains
-each hold its `assets.py`, `jobs.py` and `sensors.py`, so they are not counted."""
+(docs/architecture.md, "Layers and packages"): a name in a traceback, a log line or a review
+says which module it is. The doors are named for the command or route they serve, and
+Dagster's domains each hold its `assets.py`, `jobs.py` and `sensors.py`, so they are not
+counted."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
+from kb_core.chat_clients import ChatConfigError
 from kb_core.settings import RerankerSettings
 from kb_search.rerankers import (
     Candidate,
@@ -130,7 +131,7 @@ def openai_replying(text: str) -> Callable[[dict], tuple[int, dict]]:
     return lambda body: (200, openai_completion(text))
 
 
-PATHS = {"cohere": "/v2/rerank", "anthropic": "/v1/messages", "openai": "/v1/chat/completions"}
+PATHS = {"cohere": "/v2/rerank", "claude": "/v1/messages", "openai": "/v1/chat/completions"}
 
 
 def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> RerankerSettings:
@@ -140,7 +141,7 @@ def configure(provider: str, url: str, monkeypatch: pytest.MonkeyPatch) -> Reran
         monkeypatch.setenv("COHERE_BASE_URL", url)
         return configured.reranker("cohere")
     monkeypatch.setenv("KB_RERANK_LLM", provider)
-    if provider == "anthropic":
+    if provider == "claude":
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
     else:
@@ -207,13 +208,13 @@ def test_cohere_index_outside_the_candidates_falls_back(monkeypatch):
 
 
 # LLM rerankers.
-def test_llm_anthropic_reorders_as_the_model_says_through_the_sdk(monkeypatch):
+def test_llm_claude_reorders_as_the_model_says_through_the_sdk(monkeypatch):
     with fake_server({"/v1/messages": anthropic_reversing}) as fake:
-        reranker = make_reranker(configure("anthropic", fake.url, monkeypatch))
+        reranker = make_reranker(configure("claude", fake.url, monkeypatch))
         order, warning = rerank_or_fallback(reranker, QUERY, CANDIDATES, 3, LOG)
     assert (order, warning) == ([404, 303, 202], None)
     body = fake.requests[0][1]
-    assert body["model"] == "claude-sonnet-4-5" and reranker.name.startswith("llm/anthropic/")
+    assert body["model"] == "claude-sonnet-4-5" and reranker.name.startswith("llm/claude/")
     assert "JSON array" in body["system"]
     prompt = body["messages"][0]["content"]
     assert f"<query>{QUERY}</query>" in prompt
@@ -238,7 +239,7 @@ def test_llm_openai_reorders_as_the_model_says_through_the_sdk(monkeypatch):
 def test_llm_model_comes_from_the_provider_model_variable(monkeypatch):
     monkeypatch.setenv("KB_ANTHROPIC_MODEL", "claude-haiku-4-5")
     with fake_server({"/v1/messages": anthropic_reversing}) as fake:
-        reranker = make_reranker(configure("anthropic", fake.url, monkeypatch))
+        reranker = make_reranker(configure("claude", fake.url, monkeypatch))
         reranker.rerank(QUERY, CANDIDATES, 2)
     assert fake.requests[0][1]["model"] == "claude-haiku-4-5"
 
@@ -246,7 +247,7 @@ def test_llm_model_comes_from_the_provider_model_variable(monkeypatch):
 def test_injected_instruction_stays_escaped_inside_its_own_passage_block(monkeypatch):
     candidates = [CANDIDATES[0], Candidate(666, INJECTION), CANDIDATES[1]]
     with fake_server({"/v1/messages": anthropic_reversing}) as fake:
-        reranker = make_reranker(configure("anthropic", fake.url, monkeypatch))
+        reranker = make_reranker(configure("claude", fake.url, monkeypatch))
         order, _ = rerank_or_fallback(reranker, "<b>有給</b> & 休暇", candidates, 3, LOG)
     prompt = fake.requests[0][1]["messages"][0]["content"]
     blocks = re.findall(r'<passage id="(\d+)">\n(.*?)\n</passage>', prompt, flags=re.S)
@@ -288,22 +289,49 @@ def test_prompt_asks_for_no_more_ids_than_there_are_passages():
     assert "the ids of the 2 passages" in build_prompt(QUERY, CANDIDATES[:2], 10)
 
 
-def test_llm_provider_defaults_to_anthropic_when_its_key_is_set_else_openai(monkeypatch):
+def test_llm_provider_defaults_to_claude_when_its_key_is_set_else_openai(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
     assert make_reranker(configured.reranker("llm")).name == "llm/openai/gpt-4o-mini"
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
-    assert make_reranker(configured.reranker("llm")).name == "llm/anthropic/claude-sonnet-4-5"
+    assert make_reranker(configured.reranker("llm")).name == "llm/claude/claude-sonnet-4-5"
 
 
 def test_llm_without_provider_key_or_with_unknown_provider_fails_at_construction(monkeypatch):
-    with pytest.raises(RerankerConfigError, match="OPENAI_API_KEY"):
+    with pytest.raises(ChatConfigError, match="OPENAI_API_KEY"):
         make_reranker(configured.reranker("llm"))
-    monkeypatch.setenv("KB_RERANK_LLM", "anthropic")
-    with pytest.raises(RerankerConfigError, match="ANTHROPIC_API_KEY"):
+    monkeypatch.setenv("KB_RERANK_LLM", "claude")
+    with pytest.raises(ChatConfigError, match="ANTHROPIC_API_KEY"):
         make_reranker(configured.reranker("llm"))
     monkeypatch.setenv("KB_RERANK_LLM", "gemini")
-    with pytest.raises(RerankerConfigError, match="anthropic or openai"):
+    with pytest.raises(ChatConfigError, match="expected claude, openai, ollama"):
         make_reranker(configured.reranker("llm"))
+
+
+def ollama_reversing(body: dict) -> tuple[int, dict]:
+    ids = passage_ids(body["messages"][1]["content"])
+    return 200, {"message": {"role": "assistant", "content": json.dumps(ids[::-1])},
+                 "done": True}
+
+
+# KB_RERANK_LLM=anthropic, its spelling before the providers were spelled alike, still works.
+@pytest.mark.parametrize(("spelled", "path", "reply", "variables", "name"), [
+    ("anthropic", "/v1/messages", anthropic_reversing, ("ANTHROPIC_BASE_URL",),
+     "llm/claude/claude-sonnet-4-5"),
+    ("ollama", "/api/chat", ollama_reversing, ("OLLAMA_HOST",), "llm/ollama/qwen2.5:7b")])
+def test_each_chat_provider_reranks_through_the_shared_client_and_an_old_spelling_warns(
+        spelled, path, reply, variables, name, monkeypatch, caplog):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    monkeypatch.setenv("KB_RERANK_LLM", spelled)
+    with (fake_server({path: reply}) as fake,
+          caplog.at_level(logging.WARNING, logger="kb_core.settings")):
+        for variable in variables:
+            monkeypatch.setenv(variable, fake.url)
+        reranker = make_reranker(configured.reranker("llm"))
+        order, warning = rerank_or_fallback(reranker, QUERY, CANDIDATES, 3, LOG)
+    assert (order, warning) == ([404, 303, 202], None)
+    assert reranker.name == name
+    assert ("KB_RERANK_LLM=anthropic is spelled claude now" in caplog.text) == (
+        spelled == "anthropic")
 
 
 # Failures: every provider, every way of failing, keeps the fused order and says so.
@@ -320,7 +348,7 @@ def failing_by_answering_too_late(path: str) -> AbstractContextManager[RawServer
     return raw_server(lambda body: (200, b"{}"), delay_s=5.0)
 
 
-@pytest.mark.parametrize("provider", ["cohere", "anthropic", "openai"])
+@pytest.mark.parametrize("provider", ["cohere", "claude", "openai"])
 @pytest.mark.parametrize(
     "failing_server",
     [failing_with_http_500, failing_with_malformed_json, failing_by_answering_too_late],
