@@ -3,9 +3,8 @@ in, the model's whole reply out. `make_chat` builds every chat client the produc
 one configuration of the providers (kb_core.settings.ProviderSettings): the answerers
 (kb_search/answerers), the LLM reranker (kb_search/rerankers/llm.py) and the pipeline's entity
 extractor (kb_pipeline/graph_llm.py), so a provider's client, its key, its base-URL variable
-(ANTHROPIC_BASE_URL, OPENAI_BASE_URL, OLLAMA_HOST) and its reply checks are written once. A
-client is kept for its connections; `client` is the SDK's (or the httpx one), for the
-answerers' streaming.
+(ANTHROPIC_BASE_URL, OPENAI_BASE_URL, OLLAMA_HOST), its streaming and its reply checks are
+written once. A client is kept for its connections.
 
 The SDKs report a malformed reply no better than a missing one; each `complete` raises
 MalformedReplyError (or OllamaError) for a reply not shaped like its API's.
@@ -13,6 +12,8 @@ MalformedReplyError (or OllamaError) for a reply not shaped like its API's.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import httpx
@@ -57,6 +58,10 @@ class ChatModel(Protocol):
         """The model's whole reply to one system prompt and user message."""
         ...
 
+    def stream(self, system: str, user: str, max_tokens: int) -> Iterator[str]:
+        """The same reply, piece by piece as the model writes it."""
+        ...
+
 
 class AnthropicChat:
     """Claude through the anthropic SDK (Messages API)."""
@@ -81,6 +86,10 @@ class AnthropicChat:
             raise MalformedReplyError("the reply is not a Messages API message")
         return "".join(b.text for b in blocks if getattr(b, "type", None) == "text")
 
+    def stream(self, system: str, user: str, max_tokens: int) -> Iterator[str]:
+        with self.client.messages.stream(**self.request(system, user, max_tokens)) as stream:
+            yield from stream.text_stream
+
 
 class OpenAIChat:
     """OpenAI chat completions through the openai SDK."""
@@ -102,6 +111,15 @@ class OpenAIChat:
         if not choices:
             raise MalformedReplyError("the reply is not a chat completion")
         return choices[0].message.content or ""
+
+    def stream(self, system: str, user: str, max_tokens: int) -> Iterator[str]:
+        chunks = self.client.chat.completions.create(
+            model=self.model, messages=chat_messages(system, user),
+            max_completion_tokens=max_tokens, stream=True)
+        with chunks:
+            for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
 
 
 class OllamaChat:
@@ -128,6 +146,25 @@ class OllamaChat:
                                                                    False))
         response.raise_for_status()
         return ollama_reply_text(response.json())
+
+    def stream(self, system: str, user: str, max_tokens: int) -> Iterator[str]:
+        """Newline-delimited JSON objects, each with message.content, the last with "done":
+        true. A stream that ends without it was cut off, and that is an error, not a reply."""
+        request = self.request(system, user, max_tokens, True)
+        with self.client.stream("POST", "/api/chat", json=request) as response:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                if not line.strip():
+                    continue
+                part = json.loads(line)
+                done = isinstance(part, dict) and part.get("done") is True
+                # The final object may carry no text.
+                text = ollama_reply_text(part, required=not done)
+                if text:
+                    yield text
+                if done:
+                    return
+        raise OllamaError("Ollama's stream ended before its final done message")
 
 
 def ollama_reply_text(reply: object, required: bool = True) -> str:

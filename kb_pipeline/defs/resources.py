@@ -206,9 +206,8 @@ class EvaluationResource(dg.ConfigurableResource):
     min_numbers_match: float = EvalSettings.min_numbers_match
 
     def settings(self) -> EvalSettings:
-        return EvalSettings(**{**vars(_as(EvalSettings, self)),
-                               "sets": tuple(Path(p) for p in self.sets),
-                               "groups": tuple(self.groups)})
+        return _as(EvalSettings, self, sets=tuple(Path(p) for p in self.sets),
+                   groups=tuple(self.groups))
 
 
 class EngineResource(dg.ConfigurableResource):

@@ -21,15 +21,13 @@ from kb_search.answerers.answer import (
     UnknownAnswererError,
     citations,
 )
-from kb_search.answerers.claude import ClaudeAnswerer
+from kb_search.answerers.chat_answerer import ChatAnswerer
 from kb_search.answerers.extractive import ExtractiveAnswerer
 from kb_search.answerers.fallback import (
     StreamedAnswer,
     answer_with_fallback,
     stream_with_fallback,
 )
-from kb_search.answerers.ollama import OllamaAnswerer
-from kb_search.answerers.openai import OpenAIAnswerer
 from kb_search.answerers.verification import verify
 
 __all__ = [
@@ -60,7 +58,5 @@ def make_answerer(settings: AnswererSettings) -> Answerer:
             f"unknown answerer {name!r} (KB_LLM): expected extractive, claude, openai or ollama")
     # One retry: a transient 5xx or dropped connection is worth one more try, no more, while a
     # person waits for the answer.
-    chat = make_chat(settings.providers, choice, settings.timeout_s, max_retries=1,
-                     chosen_by=f"KB_LLM={choice}")
-    return {"claude": ClaudeAnswerer, "openai": OpenAIAnswerer,
-            "ollama": OllamaAnswerer}[choice](chat)
+    return ChatAnswerer(make_chat(settings.providers, choice, settings.timeout_s, max_retries=1,
+                                  chosen_by=f"KB_LLM={choice}"))

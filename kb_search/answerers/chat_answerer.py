@@ -1,17 +1,15 @@
-"""The part every chat-model answerer shares: prompt, empty-reply checks and the finished Answer.
-
-A provider supplies `_complete(system, user) -> text` and `_stream(system, user) -> deltas`
-(its client from kb_core/chat_clients.py, which the pipeline's entity extractor shares).
-With no passages there is nothing to ground an answer in, so no model is called.
-An empty reply is an error (a malformed response), which the fallback turns into the extractive
-answer, rather than an answer that says nothing.
+"""The answerer of every chat model (Claude, OpenAI, Ollama): prompt, empty-reply checks and the
+finished Answer, over the model's client (kb_core/chat_clients.py, which the reranker and the
+pipeline's entity extractor share). With no passages there is nothing to ground an answer in,
+so no model is called. An empty reply is an error (a malformed response), which the fallback
+turns into the extractive answer, rather than an answer that says nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kb_core.chat_clients import MalformedReplyError
+from kb_core.chat_clients import ChatModel, MalformedReplyError
 from kb_search.answerers.answer import (
     NOT_FOUND,
     Answer,
@@ -35,9 +33,11 @@ class EmptyReplyError(MalformedReplyError):
 
 
 class ChatAnswerer:
-    """An answerer backed by a chat model; subclasses say how to call it."""
+    """An answerer backed by a chat model; its client kept for its connections."""
 
-    name: str
+    def __init__(self, chat: ChatModel) -> None:
+        self._chat = chat
+        self.name = chat.name
 
     def answer(self, question: str, passages: list[Passage]) -> Answer:
         if not passages:
@@ -52,7 +52,8 @@ class ChatAnswerer:
             yield NOT_FOUND
             return
         produced = False
-        for delta in self._stream(SYSTEM_PROMPT, build_user_message(question, passages)):
+        for delta in self._chat.stream(SYSTEM_PROMPT, build_user_message(question, passages),
+                                       MAX_ANSWER_TOKENS):
             if delta:
                 produced = produced or bool(delta.strip())
                 yield delta
@@ -64,10 +65,4 @@ class ChatAnswerer:
 
     def complete(self, system: str, user: str) -> str:
         """The model's whole reply to one system prompt and user message."""
-        return self._complete(system, user)
-
-    def _complete(self, system: str, user: str) -> str:
-        raise NotImplementedError
-
-    def _stream(self, system: str, user: str) -> Iterator[str]:
-        raise NotImplementedError
+        return self._chat.complete(system, user, MAX_ANSWER_TOKENS)
