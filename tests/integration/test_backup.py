@@ -146,8 +146,8 @@ def same_ranking(got: list[tuple], want: list[tuple]) -> None:
 
 def evaluate_sensor(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     """One evaluation of the folder sensor as the daemon ticks it; its requests not applied."""
-    context = dg.build_sensor_context(instance=instance, resources=resources_for(settings))
-    return docs_folder_sensor(context)
+    with dg.build_sensor_context(instance=instance, resources=resources_for(settings)) as context:
+        return docs_folder_sensor(context)
 
 
 def assert_skips_every_file(result: dg.SensorResult) -> None:

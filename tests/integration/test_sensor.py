@@ -17,8 +17,9 @@ from kb_pipeline.runs import MAX_CHANGED_PER_RUN
 def evaluate(settings: Settings, instance: dg.DagsterInstance) -> dg.SensorResult:
     """One evaluation of the folder sensor with the resources of `settings`, its partition
     requests applied; no run executed."""
-    context = dg.build_sensor_context(instance=instance, resources=resources_for(settings))
-    result = docs_folder_sensor(context)
+    # A context manager: the resources holding the providers' resource are set up in it.
+    with dg.build_sensor_context(instance=instance, resources=resources_for(settings)) as context:
+        result = docs_folder_sensor(context)
     for request in result.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
