@@ -54,6 +54,7 @@ from kb_search.operations import (
     IndexStatus,
     Operations,
 )
+from kb_search.passage_reference import PassageRef, ReadByOcr, reference
 from kb_search.query_log import QueryLog
 from kb_search.questions import Assessment, Questions
 from kb_search.search import MODES, Mode, Ranks, SearchHit, SearchResult
@@ -108,9 +109,11 @@ __all__ = [
     "OfferedPassages",
     "Operations",
     "Original",
+    "PassageRef",
     "QueryLog",
     "Questions",
     "Ranks",
+    "ReadByOcr",
     "RelationEvidence",
     "SearchHit",
     "SearchResult",
@@ -123,4 +126,5 @@ __all__ = [
     "open_knowledge_base",
     "public",
     "quoted_passage",
+    "reference",
 ]

@@ -32,9 +32,10 @@ from kb_search.part_answers import (
     part_citations,
     passages_per_part,
 )
+from kb_search.passage_reference import PassageRef, reference
 from kb_search.query_log import QueryLog
 from kb_search.question_parts import QuestionPart, QuestionSplit, refers_back, split_question
-from kb_search.search import ReadByOcr, SearchResult
+from kb_search.search import SearchResult
 
 __all__ = [
     "ASK_MODES",
@@ -55,20 +56,10 @@ AskMode = Literal["auto", "flash", "deep"]
 ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
 
 
-class OfferedPassage(msgspec.Struct):
+class OfferedPassage(PassageRef):
     """A passage the answerer is given, before it answers: what a citation may come to be."""
 
     passage: int  # the number a delta's `cited` and the answer's citations refer to it by
-    path: str
-    title: str
-    heading: str
-    page: str | None
-    ocr: ReadByOcr
-    chunk_id: int
-    # Where the page's citation card opens the source (GET /v1/documents/{id}); null for a
-    # learned fact, which has no document of its own.
-    document_id: int | None
-    learned_fact: bool
 
 
 class OfferedPassages(msgspec.Struct):
@@ -240,13 +231,8 @@ def index_version(conn: psycopg.Connection) -> int:
 
 
 def _offered(prepared: PreparedAnswer) -> OfferedPassages:
-    hits = {h.chunk_id: h for h in prepared.search.hits}
     return OfferedPassages(passages=[
-        OfferedPassage(passage=p.n, path=p.path, title=p.title, heading=p.heading, page=p.page,
-                       ocr=hits[p.chunk_id].ocr, chunk_id=p.chunk_id,
-                       document_id=hits[p.chunk_id].document_id,
-                       learned_fact=hits[p.chunk_id].learned_fact)
-        for p in prepared.passages])
+        OfferedPassage(passage=p.n, **reference(p)) for p in prepared.passages])
 
 
 def _collected(events: Generator[Stage, None, list[PreparedAnswer | None]]

@@ -12,6 +12,7 @@ from kb_core.callers import Caller
 from kb_core.entities import entities_of, entity_key
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
+from kb_search.passage_reference import PassageRef, ReadByOcr
 
 __all__ = [
     "Entities",
@@ -42,9 +43,12 @@ class EntityMatch(msgspec.Struct):
 
 
 class EntityPassage(msgspec.Struct):
+    """A passage naming the entity, listed under its document."""
+
     chunk_id: int
     heading: str
     page: str | None
+    ocr: ReadByOcr
     written: str  # how this passage writes the entity's name
     description: str | None = None  # what it says of the entity (KB_GRAPH_LLM); None: rules
 
@@ -57,13 +61,10 @@ class EntityDocument(msgspec.Struct):
     passages: list[EntityPassage]
 
 
-class RelationEvidence(msgspec.Struct):
-    chunk_id: int
-    document_id: int
-    path: str
-    title: str
-    heading: str
-    page: str | None
+class RelationEvidence(PassageRef):
+    """A passage naming both entities of a relation."""
+
+    document_id: int  # a document's passage: learned facts name no entities
 
 
 class EntityRelation(msgspec.Struct):
@@ -114,17 +115,19 @@ def entity_card(conn: psycopg.Connection, entity_id: str,
     if not rows:
         return None
     documents: dict[int, EntityDocument] = {}
-    for document_id, uri, path, title, chunk_id, heading, page, _, written, said in rows:
+    for document_id, uri, path, title, chunk_id, heading, page, ocr, _, written, said in rows:
         document = documents.setdefault(
             document_id, EntityDocument(document_id, uri, path, title, []))
-        document.passages.append(EntityPassage(chunk_id, heading, page, written, said))
+        document.passages.append(EntityPassage(chunk_id, heading, page, ocr, written, said))
     # Its name and count as a lookup gives them: the exact match comes first, and exists.
     match = find_entities(conn, entity_id, groups, 1)[0]
     related = conn.execute(query("entity_relations"), {
         "key": entity_id, "groups": groups, "limit": RELATIONS, "evidence": EVIDENCE}).fetchall()
-    shown = {row[0]: RelationEvidence(*row) for row in conn.execute(
-        query("entity_evidence"),
-        {"ids": [i for *_, ids, _ in related for i in ids], "groups": groups})}
+    evidence = conn.execute(query("entity_evidence"), {
+        "ids": [i for *_, ids, _ in related for i in ids], "groups": groups})
+    shown = {chunk_id: RelationEvidence(
+        chunk_id=chunk_id, document_id=document_id, path=path, title=title, heading=heading,
+        page=page, ocr=ocr) for chunk_id, document_id, path, title, heading, page, ocr in evidence}
     relations = [EntityRelation(key, kind_, name_, passages, references,
                                 [shown[i] for i in ids if i in shown], said)
                  for key, kind_, name_, passages, references, ids, said in related]

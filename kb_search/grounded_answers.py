@@ -31,9 +31,10 @@ from kb_search.answerers.answer import Claim, citations, claims
 from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
 from kb_search.comparison import Comparison
 from kb_search.entity_cards import EntityLink
+from kb_search.passage_reference import PassageRef, reference
 from kb_search.planner import QueryPlan
 from kb_search.quoting import quote_passage
-from kb_search.search import PreparedQuery, ReadByOcr, Searcher, SearchHit, SearchResult
+from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult
 
 __all__ = [
     "AnswerPart",
@@ -50,23 +51,15 @@ log = logging.getLogger(__name__)
 PASSAGES = 5  # passages an answerer sees
 
 
-class Citation(msgspec.Struct):
+class Citation(PassageRef):
     """A passage the answer cites, numbered as the answer first cites it, with what it used."""
 
     n: int  # [n] in the answer: 1, 2, ... in the order of first citation
     passage: int  # the passage's number as offered (its retrieval rank; the stream's `passage`)
-    source_uri: str
-    path: str
-    title: str
-    heading: str
-    page: str | None
-    ocr: ReadByOcr
-    chunk_id: int
-    document_id: int | None  # where GET /v1/documents/{id} opens it; None for a learned fact
+    source_uri: str  # the server's file; `named_by_path` replaces it where an answer leaves
     quote: str  # the passage's sentences the answer used, "…" between those apart
     context_before: str  # the passage's sentence before the quote ("" at its start)
     context_after: str  # the passage's sentence after it ("" at its end)
-    learned_fact: bool = False  # an approved correction: heading names reviewer and date
 
 
 class AnswerPart(msgspec.Struct):
@@ -149,9 +142,7 @@ class GroundedAnswers:
         started = time.perf_counter() - prepared.took_ms / 1000  # count the embedding too
         result, evidence = self.searcher.search(conn, prepared, groups, PASSAGES, beside=beside)
         passages = [
-            Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title,
-                    heading=h.heading, page=h.page, content=h.content)
-            for h in result.hits
+            Passage(n=h.rank, content=h.content, **reference(h)) for h in result.hits
         ]
         # The index's model as the search just read it, not the one configured.
         model = self.models.for_embedder(self.searcher.model)
@@ -245,8 +236,5 @@ def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, said: li
     answer used of `passage`."""
     quote = quote_passage(passage, [c.text for c in said if number.n in c.cites], question)
     return Citation(n=number.n, passage=number.passage, source_uri=hit.source_uri,
-                    path=passage.path, title=passage.title, heading=passage.heading,
-                    page=passage.page, ocr=hit.ocr, chunk_id=passage.chunk_id,
-                    document_id=hit.document_id,
                     quote=quote.text, context_before=quote.before, context_after=quote.after,
-                    learned_fact=hit.learned_fact)
+                    **reference(passage))

@@ -28,10 +28,11 @@ from kb_search.entity_cards import Entities, EntityCard
 from kb_search.gap_report import Gaps
 from kb_search.grounded_answers import AskResult, GroundedAnswers
 from kb_search.operations import Operations
+from kb_search.passage_reference import PassageRef, named_by_path, reference
 from kb_search.query_log import QueryLog
 from kb_search.questions import Questions
 from kb_search.rerankers import make_reranker
-from kb_search.search import Searcher, SearchHit, SearchResult, pooled_search_connection
+from kb_search.search import Searcher, SearchResult, pooled_search_connection
 from kb_search.sources import Sources
 from kb_search.synonyms import Synonyms
 
@@ -149,22 +150,20 @@ def _pools(settings: Settings, connections: int,
 
 
 def public(result: _Shown) -> _Shown:
-    """The result with documents named by their path, never the server's file path: what
-    leaves the installation (HTTP, MCP) shows."""
+    """The result with its documents named by their path (`named_by_path`): what leaves the
+    installation (HTTP, MCP) shows."""
     if isinstance(result, SearchResult):
-        hits = [msgspec.structs.replace(h, source_uri=h.path) for h in result.hits]
-        return msgspec.structs.replace(result, hits=hits)
+        return msgspec.structs.replace(result, hits=[named_by_path(h) for h in result.hits])
     if isinstance(result, EntityCard):
-        documents = [msgspec.structs.replace(d, source_uri=d.path) for d in result.documents]
-        return msgspec.structs.replace(result, documents=documents)
-    citations = [msgspec.structs.replace(c, source_uri=c.path) for c in result.citations]
-    return msgspec.structs.replace(result, citations=citations)
+        return msgspec.structs.replace(
+            result, documents=[named_by_path(d) for d in result.documents])
+    return msgspec.structs.replace(
+        result, citations=[named_by_path(c) for c in result.citations])
 
 
-def quoted_passage(hit: SearchHit) -> str:
-    """A passage as quoted document text, fenced as the LLM answerers fence it (escaped, in a
-    <document> block numbered by its rank): whoever receives it (an assistant over MCP) is
-    shown data, which a passage saying 「以前の指示を無視して…」 cannot break out of."""
-    return document_block(Passage(n=hit.rank, chunk_id=hit.chunk_id, path=hit.path,
-                                  title=hit.title, heading=hit.heading, page=hit.page,
-                                  content=hit.content))
+def quoted_passage(n: int, ref: PassageRef, content: str) -> str:
+    """`content` of the passage `ref` as quoted document text, fenced as the LLM answerers
+    fence it (escaped, in a <document> block numbered `n`): whoever receives it (an assistant
+    over MCP) is shown data, which a passage saying 「以前の指示を無視して…」 cannot break out
+    of."""
+    return document_block(Passage(n=n, content=content, **reference(ref)))

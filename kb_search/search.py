@@ -11,7 +11,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -24,6 +24,7 @@ from kb_core.queries import query
 from kb_core.settings import EmbedderSettings
 from kb_search.fusion import PLAIN, Fusion, fuse, fusion_for
 from kb_search.graph import graph_leg
+from kb_search.passage_reference import PassageRef
 from kb_search.planner import QueryPlan, plan_question
 from kb_search.rerankers import Candidate, Reranker, rerank_or_fallback
 from kb_search.synonyms import Synonyms
@@ -33,7 +34,6 @@ __all__ = [
     "Evidence",
     "PreparedQuery",
     "Ranks",
-    "ReadByOcr",
     "SearchHit",
     "SearchResult",
     "Searcher",
@@ -98,37 +98,22 @@ RERANK_CANDIDATES = 20  # fused hits a reranker reorders
 log = logging.getLogger(__name__)
 
 
-# Whether a passage's page was read from a scan (sql/018_ocr.sql): a hit, a citation and a
-# document's passage say so beside their page, and the contract (OpenAPI) says what it means.
-ReadByOcr = Annotated[bool, msgspec.Meta(description=(
-    "true when the passage's page was read from a scan by OCR (character recognition): its "
-    "text may hold misread characters; false for a document's own text and a learned fact"))]
-
-
 class Ranks(msgspec.Struct):
     vector: int | None
     keyword: int | None
     graph: int | None = None
 
 
-class SearchHit(msgspec.Struct):
+class SearchHit(PassageRef):
     """One passage as `kb search` and `POST /v1/search` return it (docs/http-api.md), or a
     learned fact (an approved correction): no document of its own, cited as 利用者による訂正."""
 
     rank: int
-    chunk_id: int
-    document_id: int | None
-    source_uri: str
-    path: str
-    title: str
-    heading: str
-    page: str | None
-    ocr: ReadByOcr
+    source_uri: str  # the server's file; `named_by_path` replaces it where a hit leaves
     chunk_index: int
     content: str
     score: float
     ranks: Ranks
-    learned_fact: bool = False
 
 
 class Evidence(msgspec.Struct):

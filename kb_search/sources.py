@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool
 from kb_core.callers import Caller
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
-from kb_search.search import ReadByOcr
+from kb_search.passage_reference import ReadByOcr
 
 __all__ = [
     "AROUND",

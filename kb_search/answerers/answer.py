@@ -13,6 +13,8 @@ from typing import Protocol
 
 import msgspec
 
+from kb_search.passage_reference import PassageRef
+
 __all__ = [
     "NOT_FOUND",
     "Answer",
@@ -36,15 +38,10 @@ _MARK_RUN = re.compile(rf"(?:\s*{CITATION.pattern})+")
 _TRAILING = re.compile(r"[\s。.]+$")
 
 
-class Passage(msgspec.Struct, frozen=True):
+class Passage(PassageRef, frozen=True):
     """One retrieved chunk offered to an answerer; `n` is its 1-based citation number."""
 
     n: int
-    chunk_id: int
-    path: str
-    title: str
-    heading: str
-    page: str | None
     content: str
 
 

@@ -12,15 +12,15 @@ import msgspec
 from kb_search import (
     NOT_FOUND,
     AskResult,
-    Citation,
     DocumentView,
     EntityCard,
     EntityMatch,
-    Ranks,
-    SearchHit,
+    PassageRef,
+    ReadByOcr,
     SearchResult,
     public,
     quoted_passage,
+    reference,
 )
 
 __all__ = [
@@ -50,11 +50,6 @@ __all__ = [
 # limit is checked when the tool runs.
 Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"[^\s\x00-\x1f\x7f-\x9f\ufeff]")]
 Id = Annotated[int, msgspec.Meta(ge=1)]
-# As /v1 states it (kb_search's hits and citations), for an assistant reading the output schema.
-ReadByOcr = Annotated[bool, msgspec.Meta(description=(
-    "スキャンから文字認識（OCR）したページの箇所なら true。誤認識を含むことがあります / true "
-    "when the passage's page was read from a scan by OCR: its text may hold misread "
-    "characters"))]
 
 
 class SearchArguments(msgspec.Struct, forbid_unknown_fields=True):
@@ -97,18 +92,10 @@ class FeedbackArguments(msgspec.Struct, forbid_unknown_fields=True):
     comment: Annotated[str, msgspec.Meta(max_length=4000)] | None = None
 
 
-class FoundPassage(msgspec.Struct):
+class FoundPassage(PassageRef):
     """A passage found, with what cites it and its text as a quoted <document> block."""
 
     rank: int
-    path: str
-    title: str
-    heading: str
-    page: str | None
-    ocr: ReadByOcr
-    chunk_id: int
-    document_id: int | None  # None for a learned fact (an approved correction)
-    learned_fact: bool
     uri: str | None  # the passage resource: kb://documents/{document_id}/passages/{chunk_id}
     passage: str
 
@@ -122,18 +109,10 @@ class SearchPassages(msgspec.Struct):
     message: str | None
 
 
-class NumberedCitation(msgspec.Struct):
+class NumberedCitation(PassageRef):
     """The source of the answer's [n], with the text it used as a quoted <document> block."""
 
     n: int
-    path: str
-    title: str
-    heading: str
-    page: str | None
-    ocr: ReadByOcr
-    chunk_id: int
-    document_id: int | None
-    learned_fact: bool
     quote: str
 
 
@@ -179,15 +158,10 @@ class NamedEntity(msgspec.Struct):
     passages: int  # the caller's passages naming it
 
 
-class Mention(msgspec.Struct):
+class Mention(PassageRef):
     """A passage of the caller's that names the entity (read it with get_document or `uri`)."""
 
-    path: str
-    title: str
-    heading: str
-    page: str | None
-    chunk_id: int
-    document_id: int
+    document_id: int  # a document's passage: learned facts name no entities
     uri: str | None
 
 
@@ -231,10 +205,8 @@ def passages_of(result: SearchResult) -> SearchPassages:
     return SearchPassages(
         query=result.query,
         passages=[FoundPassage(
-            rank=h.rank, path=h.path, title=h.title, heading=h.heading, page=h.page, ocr=h.ocr,
-            chunk_id=h.chunk_id, document_id=h.document_id, learned_fact=h.learned_fact,
-            uri=passage_uri(h.document_id, h.chunk_id), passage=quoted_passage(h))
-            for h in hits],
+            rank=h.rank, uri=passage_uri(h.document_id, h.chunk_id),
+            passage=quoted_passage(h.rank, h, h.content), **reference(h)) for h in hits],
         message=None if hits else NOT_FOUND)
 
 
@@ -243,10 +215,8 @@ def answer_of(result: AskResult) -> Answer:
     return Answer(
         query_id=result.query_id, answer=result.answer, found=result.found,
         verified=result.verified,
-        citations=[NumberedCitation(
-            n=c.n, path=c.path, title=c.title, heading=c.heading, page=c.page, ocr=c.ocr,
-            chunk_id=c.chunk_id, document_id=c.document_id, learned_fact=c.learned_fact,
-            quote=_quoted_citation(c)) for c in result.citations])
+        citations=[NumberedCitation(n=c.n, quote=quoted_passage(c.n, c, c.quote), **reference(c))
+                   for c in result.citations])
 
 
 def document_passages_of(view: DocumentView) -> DocumentPassages:
@@ -255,8 +225,11 @@ def document_passages_of(view: DocumentView) -> DocumentPassages:
         revision_date=view.revision_date,
         passages=[NeighbourPassage(
             chunk_id=p.chunk_id, heading=p.heading, page=p.page, ocr=p.ocr, cited=p.cited,
-            passage=_quoted(n, view.path, view.title, p.heading, p.page, p.ocr, p.chunk_id,
-                            view.id, p.content))
+            # Fenced as the face fences hits: the face quotes only hits, so each neighbour is
+            # dressed as hit number n.
+            passage=quoted_passage(n, PassageRef(
+                chunk_id=p.chunk_id, document_id=view.id, path=view.path, title=view.title,
+                heading=p.heading, page=p.page, ocr=p.ocr), p.content))
             for n, p in enumerate(view.passages, start=1)])
 
 
@@ -269,32 +242,14 @@ def entity_found(matches: list[EntityMatch], card: EntityCard | None) -> EntityF
     return EntityFound(
         matches=named,
         entity=NamedEntity(card.id, card.kind, card.name, card.passages),
-        mentions=[_mention(d.path, d.title, p.heading, p.page, p.chunk_id, d.document_id)
-                  for d in card.documents for p in d.passages],
+        mentions=[Mention(
+            chunk_id=p.chunk_id, document_id=d.document_id, path=d.path, title=d.title,
+            heading=p.heading, page=p.page, ocr=p.ocr, uri=passage_uri(d.document_id, p.chunk_id))
+            for d in card.documents for p in d.passages],
         neighbours=[Neighbour(
             id=r.id, kind=r.kind, name=r.name, passages=r.passages, references=r.references,
-            evidence=[_mention(e.path, e.title, e.heading, e.page, e.chunk_id, e.document_id)
+            evidence=[Mention(uri=passage_uri(e.document_id, e.chunk_id), **reference(e))
                       for e in r.evidence])
             for r in card.relations],
         message=None)
 
-
-def _mention(path: str, title: str, heading: str, page: str | None, chunk_id: int,
-             document_id: int) -> Mention:
-    return Mention(path, title, heading, page, chunk_id, document_id,
-                   passage_uri(document_id, chunk_id))
-
-
-def _quoted_citation(citation: Citation) -> str:
-    return _quoted(citation.n, citation.path, citation.title, citation.heading, citation.page,
-                   citation.ocr, citation.chunk_id, citation.document_id, citation.quote)
-
-
-def _quoted(n: int, path: str, title: str, heading: str, page: str | None, ocr: bool,
-            chunk_id: int, document_id: int | None, content: str) -> str:
-    """Document text that is not a search hit (a neighbour, a citation's quote) fenced as the
-    face fences hits: the face quotes only hits, so this one is dressed as hit number `n`."""
-    return quoted_passage(SearchHit(
-        rank=n, chunk_id=chunk_id, document_id=document_id, source_uri=path, path=path,
-        title=title, heading=heading, page=page, ocr=ocr, chunk_index=0, content=content,
-        score=0.0, ranks=Ranks(vector=None, keyword=None)))

@@ -17,8 +17,8 @@ LIMIT %(limit)s;
 -- name: entity_mentions
 -- The passages naming an entity, by document, the documents naming it most first, with what
 -- each says of it (the LLM extractor's description; NULL from the rules).
-SELECT d.id, d.source_uri, d.path, d.title, c.id, c.heading, c.location, m.kind, m.name,
-       m.description
+SELECT d.id, d.source_uri, d.path, d.title, c.id, c.heading, c.location, c.ocr, m.kind,
+       m.name, m.description
 FROM mentions m
 JOIN chunks c ON c.id = m.chunk_id
 JOIN documents d ON d.id = c.document_id
@@ -68,7 +68,7 @@ ORDER BY min(r.kinds) IS NULL, count(*) DESC, t.entity_key
 LIMIT %(limit)s;
 
 -- name: entity_evidence
-SELECT c.id, d.id, d.path, d.title, c.heading, c.location
+SELECT c.id, d.id, d.path, d.title, c.heading, c.location, c.ocr
 FROM chunks c JOIN documents d ON d.id = c.document_id
 WHERE c.id = ANY(%(ids)s::bigint[]) AND c.allowed_groups && %(groups)s::text[];
 

@@ -127,3 +127,22 @@ async def test_the_assistants_tools_say_it_too(mcp_url, tokens):
         assert [p["ocr"] for p in around["passages"]] == [True] * len(around["passages"])
         canteen = await call(session, "ask", question=CANTEEN_QUESTION)
         assert canteen["citations"] and all(c["ocr"] is False for c in canteen["citations"])
+
+
+async def test_an_entity_cards_passages_and_evidence_say_it_too(client, mcp_url, tokens):
+    """人事部 is named in the scan only, beside 休暇規程第5条; 給与規程 in the hr group's
+    document's own text, beside 給与規程第10条."""
+    for name, caller, ocr in (("人事部", "portal", True), ("給与規程", "hr-bot", False)):
+        response = await client.get(f"/v1/entities/{name}", headers=bearer(tokens[caller]))
+        assert response.status_code == 200, response.text
+        card = response.json()
+        passages = [p for d in card["documents"] for p in d["passages"]]
+        assert passages and [p["ocr"] for p in passages] == [ocr] * len(passages)
+        evidence = [e for r in card["relations"] for e in r["evidence"]]
+        assert evidence and [(e["ocr"], e["learned_fact"]) for e in evidence] == [
+            (ocr, False)] * len(evidence)
+
+    async with http_session(mcp_url, tokens["portal"]) as session:
+        found = await call(session, "entity", name="人事部")
+        mentions = found["mentions"] + [e for n in found["neighbours"] for e in n["evidence"]]
+        assert mentions and all(m["ocr"] is True for m in mentions)

@@ -23,11 +23,13 @@ from kb_search.answerers.numbering import (
     renumber,
 )
 from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
+from kb_search.passage_reference import reference
 from kb_search.quoting import GAP
 from kb_search.search import Ranks, SearchHit, SearchResult
 
 LEAVE = Passage(
-    n=1, chunk_id=11, path="all/就業規則.md", title="就業規則", heading="第14条（年次有給休暇）",
+    n=1, chunk_id=11, document_id=11, ocr=False,
+    path="all/就業規則.md", title="就業規則", heading="第14条（年次有給休暇）",
     page=None,
     content=("1. 入社日から6か月間継続勤務した従業員には、10日の年次有給休暇を付与する。\n\n"
              "| 勤続期間 | 6か月 | 1年6か月 |\n|---|---|---|\n| 付与日数 | 10日 | 11日 |\n\n"
@@ -38,13 +40,15 @@ LEAVE = Passage(
              "連絡し、出勤後3営業日以内に事後申請を行わなければならない。"),
 )
 TRAVEL = Passage(
-    n=2, chunk_id=22, path="all/出張旅費規程.md", title="出張旅費規程", heading="第8条（宿泊費）",
+    n=2, chunk_id=22, document_id=22, ocr=False,
+    path="all/出張旅費規程.md", title="出張旅費規程", heading="第8条（宿泊費）",
     page=None,
     content=("宿泊費は、別表の上限額の範囲内で実費を支給する。上限を超えた差額は自己負担とする。"
              "領収書は精算時に提出する。"),
 )
 EXPENSES = Passage(
-    n=3, chunk_id=33, path="all/経費精算規程.md", title="経費精算規程", heading="第5条（上限）",
+    n=3, chunk_id=33, document_id=33, ocr=False,
+    path="all/経費精算規程.md", title="経費精算規程", heading="第5条（上限）",
     page=None,
     content=("交際費は1人あたり5,000円を上限とする。上限を超える場合は事前に部長の承認を得る。"
              "消耗品費は1件3万円までとする。"),
@@ -62,7 +66,9 @@ def finished(answer: Answer, passages: list[Passage] = GIVEN, question: str = QU
                       ocr=p.chunk_id in read_by_ocr, chunk_index=0, content=p.content,
                       score=1.0, ranks=Ranks(vector=p.n, keyword=p.n))
             for p in passages]
-    prepared = PreparedAnswer(SearchResult(query=question, took_ms=0.0, hits=hits), passages,
+    # As GroundedAnswers.retrieve gives them: each passage made from its hit.
+    given = [Passage(n=h.rank, content=h.content, **reference(h)) for h in hits]
+    prepared = PreparedAnswer(SearchResult(query=question, took_ms=0.0, hits=hits), given,
                               evidence_found=True, reason=None, started=time.perf_counter(),
                               answerability=1.0, question=question)
     return GroundedAnswers(None, None).finish(prepared, answer, "q")  # type: ignore[arg-type]
@@ -193,7 +199,8 @@ CONTENTS = st.lists(st.one_of(LINES, TABLE), min_size=1, max_size=4).map("\n".jo
 def test_every_extractive_citation_quotes_its_passage_and_each_sentence_taken_from_it(
     contents, question
 ):
-    passages = [Passage(n=i, chunk_id=i, path=f"d/{i}.md", title="規程", heading="第1条",
+    passages = [Passage(n=i, chunk_id=i, document_id=i, ocr=False,
+                        path=f"d/{i}.md", title="規程", heading="第1条",
                         page=None, content=c) for i, c in enumerate(contents, start=1)]
     result = finished(ExtractiveAnswerer().answer(question, passages), passages, question)
     by_n = {p.n: p for p in passages}

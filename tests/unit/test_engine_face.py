@@ -32,6 +32,8 @@ PUBLIC_NAMES = {
     "CitationNumber", "Comparison", "Stage", "StagePart",
     "CorrectedPassage", "CorrectionForReview", "DocumentPassage", "DocumentView",
     "OfferedPassage", "OfferedPassages", "Original", "Ranks", "SearchHit", "SearchResult",
+    # what each of those that names a passage extends, and how one is made from another
+    "PassageRef", "ReadByOcr", "reference",
     "GapDocument", "GapQuestion", "GapReport", "GapTopic", "StaleDocument", "UncitedDocument",
     "EntityCard", "EntityDocument", "EntityLink", "EntityMatch", "EntityPassage",
     "EntityRelation", "RelationEvidence",

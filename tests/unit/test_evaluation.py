@@ -38,6 +38,7 @@ from kb_eval.retrieval import Miss, ModeMetrics, Recall, evaluate, recall_curve
 from kb_search.answerers import NOT_FOUND, Passage
 from kb_search.answerers.answer import answer_from_text
 from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
+from kb_search.passage_reference import reference
 from kb_search.search import Ranks, SearchHit, SearchResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -389,8 +390,7 @@ def answered(text: str, *passages: tuple[str, str, str],
                       title=title, heading="", page=None, ocr=False, chunk_index=0,
                       content=content, score=1.0, ranks=Ranks(vector=n, keyword=n))
             for n, (path, title, content) in enumerate(passages, start=1)]
-    given = [Passage(n=h.rank, chunk_id=h.chunk_id, path=h.path, title=h.title, heading="",
-                     page=None, content=h.content) for h in hits]
+    given = [Passage(n=h.rank, content=h.content, **reference(h)) for h in hits]
     prepared = PreparedAnswer(SearchResult(query="q", took_ms=0.0, hits=hits), given,
                               evidence_found=True, reason=None, started=time.perf_counter(),
                               answerability=1.0, question="有給の申請期限は？")

@@ -16,10 +16,12 @@ from kb_search.answerers.sentences import (
 )
 
 PASSAGES = [
-    Passage(n=1, chunk_id=1, path="wiki/ベル.md", title="ベル", heading="生涯", page=None,
+    Passage(n=1, chunk_id=1, document_id=1, ocr=False,
+            path="wiki/ベル.md", title="ベル", heading="生涯", page=None,
             content=("ベル一家はロンドンで暮らした。ベル一家は1865年にロンドンへ移った。"
                      "ベル一家の父はロンドンで講演を続けた。")),
-    Passage(n=2, chunk_id=2, path="hr/旅費.md", title="旅費規程", heading="宿泊費", page=None,
+    Passage(n=2, chunk_id=2, document_id=2, ocr=False,
+            path="hr/旅費.md", title="旅費規程", heading="宿泊費", page=None,
             content=("宿泊費は1泊12,000円を上限とする。\n"
                      "| 区分 | 上限 |\n|---|---|\n| 役員 | 15,000円 |")),
 ]
