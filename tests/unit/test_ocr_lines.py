@@ -1,14 +1,21 @@
 """A page's text from Tesseract's layout and PP-OCR's characters (kb_pipeline.ocr.lines), and
-the recognizer's real model reading printed lines (kb_pipeline.ocr.recognizer)."""
+the recognizer's real model reading printed lines (kb_pipeline.ocr.recognizer), as its
+provenance records it."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from kb_eval.scan_set import find_cjk_font
+from kb_pipeline.catalogue import file_checksum
+from kb_pipeline.ocr.engine import OcrError, _Deadline, _LineRecognizer
 from kb_pipeline.ocr.lines import layout_lines, merged, page_text
-from kb_pipeline.ocr.recognizer import read_lines
+from kb_pipeline.ocr.recognizer import LINE_MODEL, read_lines
+from kb_pipeline.ocr.vendor_line_model import FILES, PROVENANCE
 from tests.ocr_needs import need_font
 
 BLANK = Image.new("L", (1000, 1000), 255)
@@ -84,14 +91,50 @@ def font() -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(str(path), 40, index=index)
 
 
-def test_the_recognizer_reads_a_printed_row_and_column(font):
-    row = "年次有給休暇は五営業日前までに申請する。"
-    column = "就業規則第八条"
+ROW = "年次有給休暇は五営業日前までに申請する。"
+COLUMN = "就業規則第八条"
+BOXES = [(20, 20, 40 * len(ROW), 48, False), (1100, 100, 44, 48 * len(COLUMN), True)]
+
+
+@pytest.fixture(scope="module")
+def printed(font) -> Image.Image:
+    """ROW and COLUMN printed where BOXES say."""
     page = Image.new("L", (1200, 600), 255)
     draw = ImageDraw.Draw(page)
-    draw.text((20, 20), row, font=font, fill=0)
-    for i, char in enumerate(column):  # 縦書き: one character under another
+    draw.text((20, 20), ROW, font=font, fill=0)
+    for i, char in enumerate(COLUMN):  # 縦書き: one character under another
         draw.text((1100, 100 + 48 * i), char, font=font, fill=0)
-    boxes = [(20, 20, 40 * len(row), 48, False), (1100, 100, 44, 48 * len(column), True)]
-    assert [text for text, _ in read_lines(page, boxes)] == [row, column]
-    assert all(confidence > 0.9 for _, confidence in read_lines(page, boxes))
+    return page
+
+
+def test_the_recognizer_reads_a_printed_row_and_column(printed):
+    assert [text for text, _ in read_lines(printed, BOXES)] == [ROW, COLUMN]
+    assert all(confidence > 0.9 for _, confidence in read_lines(printed, BOXES))
+
+
+def test_one_recognizer_process_reads_page_after_page_and_one_that_fails_is_replaced(
+        printed, tmp_path):
+    page = tmp_path / "page.png"
+    printed.save(page)
+    recognizer = _LineRecognizer()
+    boxes = [[*box] for box in BOXES]
+    read = [text for text, _ in recognizer.read(page, boxes, _Deadline(60))]
+    first = recognizer._child.pid
+    assert read == [ROW, COLUMN]
+    assert [text for text, _ in recognizer.read(page, boxes[:1], _Deadline(60))] == [ROW]
+    assert recognizer._child.pid == first, "the model is loaded once, not for every page"
+
+    with pytest.raises(OcrError, match=r"reading the page took over 0\.001 s"):
+        recognizer.read(page, boxes, _Deadline(0.001))
+    with pytest.raises(OcrError, match=r"the line recognizer failed: .*No such file"):
+        recognizer.read(Path(tmp_path / "gone.png"), boxes, _Deadline(60))
+    assert [text for text, _ in recognizer.read(page, boxes, _Deadline(60))] == [ROW, COLUMN]
+    assert recognizer._child.pid != first
+
+
+def test_the_recognizers_files_are_those_their_provenance_records():
+    recorded = dict(re.findall(r"^\| `([^`]+)` \| `[^`]+` \| `([0-9a-f]{64})` \|$",
+                               (LINE_MODEL / PROVENANCE).read_text(encoding="utf-8"),
+                               re.MULTILINE))
+    assert set(recorded) == set(FILES)
+    assert {name: file_checksum(LINE_MODEL / name) for name in FILES} == recorded
