@@ -14,8 +14,9 @@ the engine's, both NFKC-normalized with all whitespace removed, over the printed
 summed over the pages of a group (so long pages weigh more).
 
 Engines:
-- `kb`: the product's reading (kb_pipeline.ocr.engine.read_image): orientation detection, each
-  turn tried where it cannot judge, the page straightened, `jpn` in rows (--psm 6) or
+- `kb`: the product's reading (kb_pipeline.ocr.engine.read_image): the page read as it lies,
+  orientation detection where that reading is unsure (each turn tried where it cannot judge),
+  the page straightened, `jpn` in rows (--psm 6) or
   `jpn_vert` in columns (--psm 5), by the direction its projection profiles show, then each
   line Tesseract found read again by PP-OCR's recognizer (kb_pipeline.ocr.lines).
 - `tesseract`: Debian's tesseract CLI, `-l jpn --psm 3`.

@@ -53,9 +53,8 @@ class EngineWatch:
 
     def _watch(self) -> None:
         while not self._stop.is_set():
-            running = any(p.info["name"] == "tesseract"
-                          or "kb_pipeline.ocr.recognizer" in (p.info["cmdline"] or [])
-                          for p in psutil.process_iter(["name", "cmdline"]))
+            running = any(_engine_runs(p)
+                          for p in psutil.process_iter(["name", "cmdline", "status"]))
             self.samples.append((time.perf_counter(), running))
             time.sleep(0.2)
 
@@ -66,6 +65,15 @@ class EngineWatch:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _engine_runs(process: psutil.Process) -> bool:
+    if process.info["name"] == "tesseract":
+        return True
+    # The line recognizer is kept from page to page (kb_pipeline/ocr/engine.py): it counts
+    # while it computes, not while it waits for the next page.
+    return (process.info["status"] == psutil.STATUS_RUNNING
+            and any("kb_pipeline.ocr.recognizer" in part for part in process.info["cmdline"] or []))
 
 
 def _percentiles(latencies: list[float]) -> tuple[float, float]:
