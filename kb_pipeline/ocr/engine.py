@@ -1,10 +1,12 @@
 """The OCR engine: Tesseract 5 with Debian's Japanese models finds the page's lines, PP-OCR's
-recognizer reads their characters; each a program run per page.
+recognizer reads their characters; Tesseract a program run for each pass over a page, the
+recognizer a child process kept from page to page.
 
 Separate processes, not libraries in ours: a page that takes too long is killed at its deadline
 (a library call cannot be interrupted), a crash fails one page, and both run at low priority
-with one thread, so searches and text documents keep the cores. Orientation detection (`osd`)
-turns a page scanned sideways or upside down, the page is straightened
+with one thread, so searches and text documents keep the cores. A page is read as it lies
+first; orientation detection (`osd`) turns one that reads unsure (scanned sideways or upside
+down), the page is straightened
 (kb_pipeline.ocr.layout), `jpn` finds and reads rows or `jpn_vert` columns (縦書き), and the
 recognizer reads each line again (kb_pipeline.ocr.lines). Chosen by measurement: docs/ocr.md.
 """
@@ -221,6 +223,9 @@ class _LineRecognizer:
     def read(self, page: Path, boxes: list[list[int | bool]],
              deadline: _Deadline) -> list[tuple[str, float]]:
         with self._lock:
+            # Taken before the request is sent: a page whose time is gone sends none, so no
+            # answer is left behind for the next page to take.
+            wait = deadline.left()
             child = self._running()
             assert child.stdin is not None
             try:
@@ -229,7 +234,7 @@ class _LineRecognizer:
             except OSError:
                 pass  # it has ended: its answer is None, and stderr says why
             try:
-                answer = self._answers.get(timeout=deadline.left())
+                answer = self._answers.get(timeout=wait)
             except queue.Empty:
                 child.kill()
                 child.wait()

@@ -123,6 +123,10 @@ def test_one_recognizer_process_reads_page_after_page_and_one_that_fails_is_repl
     assert read == [ROW, COLUMN]
     assert [text for text, _ in recognizer.read(page, boxes[:1], _Deadline(60))] == [ROW]
     assert recognizer._child.pid == first, "the model is loaded once, not for every page"
+    with pytest.raises(OcrError, match="reading the page took over"):
+        recognizer.read(page, boxes, _Deadline(0))  # its time gone before it was sent
+    assert [text for text, _ in recognizer.read(page, boxes[:1], _Deadline(60))] == [ROW], \
+        "no answer to an earlier page is left for the next"
 
     with pytest.raises(OcrError, match=r"reading the page took over 0\.001 s"):
         recognizer.read(page, boxes, _Deadline(0.001))
