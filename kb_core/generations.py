@@ -62,7 +62,7 @@ Access = Callable[[str], tuple[list[str], str | None]]
 # log, tokens) is shared by all generations.
 GENERATION_TABLES = ("documents", "chunks", "chunk_vectors", "keyword_df", "keyword_df_by_group",
                      "group_sets", "index_settings", "staged_documents", "learned_facts",
-                     "mentions", "relations")
+                     "mentions", "relations", "data_tables", "table_rows")
 # Publishing waits at most this long for each lock, then lets go and tries again: readers that
 # queued behind it wait no longer than that, and never long enough (deadlock_timeout, 1 s) to
 # be chosen as the victim of a deadlock with it.
@@ -194,7 +194,16 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "ALTER TABLE {new}.mentions ADD FOREIGN KEY (chunk_id) "
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.relations ADD FOREIGN KEY (chunk_id) "
-            "REFERENCES {new}.chunks (id) ON DELETE CASCADE").format(new=new))
+            "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.data_tables ADD FOREIGN KEY (document_id) "
+            "REFERENCES {new}.documents (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.data_tables ADD FOREIGN KEY (chunk_id) "
+            "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.table_rows ADD FOREIGN KEY (chunk_id) "
+            "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
+            "ALTER TABLE {new}.table_rows ADD FOREIGN KEY (document_id, table_no) "
+            "REFERENCES {new}.data_tables (document_id, table_no) ON DELETE CASCADE"
+            ).format(new=new))
         # Its learned facts follow its documents' groups (sql/010_corrections.sql).
         conn.execute(sql.SQL(
             "CREATE TRIGGER documents_learned_facts AFTER INSERT OR UPDATE OR DELETE "

@@ -45,6 +45,7 @@ from kb_pipeline.parsing import (
     ParseError,
     parse_document,
 )
+from kb_pipeline.table_placement import placed_tables
 
 __all__ = [
     "StageReport",
@@ -356,15 +357,19 @@ def chunk_documents(conn: psycopg.Connection, scope: RunScope, embedder: Embedde
                  c, embedder.count_tokens, VIEW_MAX_TOKENS, VIEW_OVERLAP_TOKENS)]}
             for c in chunks
         ]
+        tables = placed_tables(document.tables, chunks)
         conn.execute(
             query("save_chunks"),
-            {"uri": uri, "run_id": scope.run_id, "chunks": msgspec.json.encode(rows).decode()},
+            {"uri": uri, "run_id": scope.run_id, "chunks": msgspec.json.encode(rows).decode(),
+             "tables": msgspec.json.encode(tables).decode()},
         )
         report.documents += 1
         report_progress("chunked", uri, len(rows))
         report.add("chunks", len(rows))
         report.add("views", sum(len(row["views"]) for row in rows))
         report.add("tokens", sum(c.token_count for c in chunks))
+        report.add("tables", len(tables))
+        report.add("table_rows", sum(len(t["rows"]) for t in tables))
     return report
 
 
@@ -545,6 +550,8 @@ def _replace_document(conn: psycopg.Connection, params: dict[str, object]) -> in
         ).rowcount
         conn.execute(query("insert_mentions"), {**params, "document_id": document_id})
         conn.execute(query("insert_relations"), {**params, "document_id": document_id})
+        conn.execute(query("insert_tables"), {**params, "document_id": document_id})
+        conn.execute(query("insert_table_rows"), {**params, "document_id": document_id})
         chunks, views, checksum = staged
         if vectors != views:
             # A view whose vector is missing would leave its part of the chunk unfindable by

@@ -18,10 +18,11 @@ from pathlib import PurePosixPath, PureWindowsPath
 import msgspec
 
 from kb_pipeline.ocr import IMAGE_SUFFIXES, AwaitingOcr, OcrError, PageReader
+from kb_pipeline.parsing.delimited import parse_delimited
 from kb_pipeline.parsing.docx import parse_docx
 from kb_pipeline.parsing.html import parse_html
 from kb_pipeline.parsing.markdown import parse_markdown
-from kb_pipeline.parsing.model import Block, NoTextFound, ParsedDocument, ParseError
+from kb_pipeline.parsing.model import Block, NoTextFound, ParsedDocument, ParseError, Table
 from kb_pipeline.parsing.pdf import parse_pdf
 from kb_pipeline.parsing.pptx import parse_pptx
 from kb_pipeline.parsing.revision import find_revision_date
@@ -36,6 +37,7 @@ __all__ = [
     "NoTextFound",
     "ParseError",
     "ParsedDocument",
+    "Table",
     "find_revision_date",
     "parse_document",
 ]
@@ -44,7 +46,9 @@ __all__ = [
 # 2: titles taken from file names are NFC-normalized (decomposed names saved from Macs).
 # 3: scanned PDF pages and image files are read by OCR.
 # 4: OCR's lines read again by PP-OCR's recognizer; a 縦書き decimal point typed as "."
-PARSER_VERSION = "4"
+# 5: workbook values as their number formats show them (5%, 39,800); tables kept as cells too;
+#    CSV and TSV files read.
+PARSER_VERSION = "5"
 
 _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
     ".md": partial(parse_markdown, suffix=".md"),
@@ -54,6 +58,8 @@ _PARSERS: dict[str, Callable[[bytes, str], ParsedDocument]] = {
     ".htm": partial(parse_html, suffix=".htm"),
     ".docx": parse_docx,
     ".xlsx": parse_xlsx,
+    ".csv": partial(parse_delimited, suffix=".csv"),
+    ".tsv": partial(parse_delimited, suffix=".tsv"),
     ".pptx": parse_pptx,
 }
 # Formats that may hold scanned pages: their parsers take the OCR reader too.
@@ -118,7 +124,9 @@ def _storable(document: ParsedDocument) -> ParsedDocument:
         return _UNSTORABLE.sub(lambda m: "" if m[0] == "\x00" else "\ufffd", text)
 
     texts = [document.title, *(b.text for b in document.blocks),
-             *(b.location or "" for b in document.blocks)]
+             *(b.location or "" for b in document.blocks),
+             *(text for t in document.tables
+               for text in (t.caption, *t.columns, *t.notes, *(c for r in t.rows for c in r)))]
     if not any(_UNSTORABLE.search(text) for text in texts):
         return document
     blocks = [
@@ -127,4 +135,11 @@ def _storable(document: ParsedDocument) -> ParsedDocument:
         )
         for b in document.blocks
     ]
-    return msgspec.structs.replace(document, title=clean(document.title), blocks=blocks)
+    tables = [
+        msgspec.structs.replace(
+            t, caption=clean(t.caption), columns=[clean(c) for c in t.columns],
+            notes=[clean(n) for n in t.notes], rows=[[clean(c) for c in r] for r in t.rows])
+        for t in document.tables
+    ]
+    return msgspec.structs.replace(document, title=clean(document.title), blocks=blocks,
+                                   tables=tables)

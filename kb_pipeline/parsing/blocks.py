@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from kb_pipeline.parsing.cjk import join_line_breaks
 from kb_pipeline.parsing.headings import CAPTION, HeadingMatch, match_heading
-from kb_pipeline.parsing.model import Block
+from kb_pipeline.parsing.model import Block, Table
+from kb_pipeline.parsing.table_cells import read_table
 
 __all__ = ["BlockBuilder", "render_row"]
 
@@ -52,6 +53,7 @@ class BlockBuilder:
         self._lines: list[str] = []
         self._caption: str | None = None
         self._base_level = 0
+        self.tables: list[Table] = []  # the tables added, as cells
 
     def add_line(self, line: str) -> None:
         """Add one line of running text; a blank line ends the paragraph."""
@@ -90,6 +92,20 @@ class BlockBuilder:
         self._flush_caption()
         self.end_paragraph()
         self._blocks.append(block)
+
+    def add_table(self, rows: list[list[str]], *, cells: list[list[str]] | None = None,
+                  notes: Iterable[str] = ()) -> None:
+        """Add a table: its rows as one table block of text, and as cells (`cells`, where the
+        format spreads merged cells differently from its text; else `rows`) when they form one.
+        `notes` are the lines under it that belong to it (注1 …)."""
+        text = "\n".join(line for line in map(render_row, rows) if line.strip(" |"))
+        if not text:
+            return
+        self.add_block(Block("table", text, location=self.location))
+        table = read_table(rows if cells is None else cells, notes=list(notes),
+                           location=self.location)
+        if table is not None:
+            self.tables.append(table)
 
     def finish(self) -> list[Block]:
         """Return all blocks, closing any open paragraph."""

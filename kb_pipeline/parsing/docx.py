@@ -9,7 +9,7 @@ import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from kb_pipeline.parsing.blocks import BlockBuilder, render_row
+from kb_pipeline.parsing.blocks import BlockBuilder
 from kb_pipeline.parsing.cjk import join_line_breaks
 from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError
 from kb_pipeline.parsing.ooxml import check_package
@@ -34,9 +34,8 @@ def parse_docx(data: bytes, stem: str) -> ParsedDocument:
     builder = BlockBuilder(numbered_headings=False)
     for item in document.iter_inner_content():
         if isinstance(item, Table):
-            table = _table_block(item)
-            if table is not None:
-                builder.add_block(table)
+            rows, cells = _table_rows(item)
+            builder.add_table(rows, cells=cells)
             continue
         text = item.text.rstrip()
         if not text.strip():
@@ -50,7 +49,7 @@ def parse_docx(data: bytes, stem: str) -> ParsedDocument:
             builder.end_paragraph()
     blocks = builder.finish()
     title = meaningful_title(document.core_properties.title) or first_heading(blocks) or stem
-    return ParsedDocument(title=title, mime=MIME, blocks=blocks)
+    return ParsedDocument(title=title, mime=MIME, blocks=blocks, tables=builder.tables)
 
 
 def _heading_level(paragraph: Paragraph) -> int | None:
@@ -76,15 +75,17 @@ def _heading_level(paragraph: Paragraph) -> int | None:
     return None
 
 
-def _table_block(table: Table) -> Block | None:
-    rows = []
+def _table_rows(table: Table) -> tuple[list[list[str]], list[list[str]]]:
+    """The table's rows as text (a merged cell once) and as cells (a merged cell's text in every
+    grid column it spans, as python-docx gives it)."""
+    rows, cells = [], []
     for row in table.rows:
-        cells, seen = [], set()
-        for cell in row.cells:
+        spread = [cell.text for cell in row.cells]
+        once, seen = [], set()
+        for cell, text in zip(row.cells, spread, strict=True):
             if cell._tc not in seen:  # a merged cell repeats once per grid column it spans
                 seen.add(cell._tc)
-                cells.append(cell.text)
-        rendered = render_row(cells)
-        if rendered.strip(" |"):
-            rows.append(rendered)
-    return Block("table", "\n".join(rows)) if rows else None
+                once.append(text)
+        rows.append(once)
+        cells.append(spread)
+    return rows, cells

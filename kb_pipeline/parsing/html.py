@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import PreformattedString
 
-from kb_pipeline.parsing.blocks import BlockBuilder, render_row
+from kb_pipeline.parsing.blocks import BlockBuilder
 from kb_pipeline.parsing.cjk import join_line_breaks
 from kb_pipeline.parsing.encoding import decode_text
-from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError
+from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError, Table
 from kb_pipeline.parsing.titles import first_heading, meaningful_title
 
 __all__ = ["parse_html"]
@@ -46,19 +46,22 @@ def parse_html(data: bytes, stem: str, *, suffix: str = ".html") -> ParsedDocume
     try:
         soup = BeautifulSoup(text, "html.parser")
         page_title = meaningful_title(soup.title.get_text()) if soup.title else None
-        blocks = _page_blocks(soup)
+        blocks, tables = _page_blocks(soup)
     except RecursionError as exc:
         raise ParseError("HTML is nested too deeply to parse") from exc
     title = page_title or first_heading(blocks, level=1) or stem
-    return ParsedDocument(title=title, mime="text/html", blocks=blocks)
+    return ParsedDocument(title=title, mime="text/html", blocks=blocks, tables=tables)
 
 
-def _page_blocks(soup: BeautifulSoup) -> list[Block]:
+def _page_blocks(soup: BeautifulSoup) -> tuple[list[Block], list[Table]]:
     builder = BlockBuilder(detect_headings=False)
     inline: list[str] = []
     for event, node in _walk(soup):
         if event == "text":
             inline.append(str(node))
+        elif event == "whole" and node.name == "table":
+            _flush(inline, builder)
+            builder.add_table(list(_table_rows(node)), cells=_table_grid(node))
         elif event == "whole":
             _flush(inline, builder)
             block = _whole_block(node)
@@ -69,7 +72,7 @@ def _page_blocks(soup: BeautifulSoup) -> list[Block]:
         elif node.name in _BREAKING:
             _flush(inline, builder)
     _flush(inline, builder)
-    return builder.finish()
+    return builder.finish(), builder.tables
 
 
 def _whole_block(node: Tag) -> Block | None:
@@ -79,8 +82,7 @@ def _whole_block(node: Tag) -> Block | None:
     if node.name == "pre":
         code = "\n".join(line.rstrip() for line in node.get_text().split("\n")).strip("\n")
         return Block("paragraph", code) if code.strip() else None
-    rows = [row for row in map(render_row, _table_rows(node)) if row.strip(" |")]
-    return Block("table", "\n".join(rows)) if rows else None
+    return None
 
 
 def _walk(root: Tag) -> Iterator[tuple[str, PageElement]]:
@@ -119,6 +121,40 @@ def _table_rows(table: Tag) -> Iterator[list[str]]:
         if row.find_parent("table") is table:
             cells = row.find_all(["td", "th"], recursive=False)
             yield [_collapse(cell.get_text()) for cell in cells]
+
+
+def _table_grid(table: Tag) -> list[list[str]]:
+    """The table's cells on its grid: a cell spanning columns (colspan) stands in its first and
+    leaves the others empty, one spanning rows (rowspan) is repeated in the rows below."""
+    grid: list[list[str]] = []
+    below: dict[int, tuple[str, int]] = {}  # column → (text, rows it still spans)
+    for tr in table.find_all("tr"):
+        if tr.find_parent("table") is not table:
+            continue
+        row: list[str] = []
+        cells = iter(tr.find_all(["td", "th"], recursive=False))
+        while True:
+            column = len(row)
+            if column in below:
+                text, left = below.pop(column)
+                row.append(text)
+                if left > 1:
+                    below[column] = (text, left - 1)
+                continue
+            cell = next(cells, None)
+            if cell is None:
+                break
+            text, span = _collapse(cell.get_text()), _span(cell, "colspan")
+            if (rows := _span(cell, "rowspan")) > 1:
+                below[len(row)] = (text, rows - 1)
+            row.extend([text, *[""] * (span - 1)])
+        grid.append(row)
+    return grid
+
+
+def _span(cell: Tag, attribute: str) -> int:
+    value = str(cell.get(attribute, "1")).strip()
+    return min(int(value), 100) if value.isdigit() and int(value) > 0 else 1
 
 
 def _flush(inline: list[str], builder: BlockBuilder) -> None:

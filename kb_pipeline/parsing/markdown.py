@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from kb_pipeline.parsing.blocks import BlockBuilder, render_row
+from kb_pipeline.parsing.blocks import BlockBuilder
 from kb_pipeline.parsing.cjk import join_line_breaks
 from kb_pipeline.parsing.encoding import decode_text
 from kb_pipeline.parsing.model import Block, ParsedDocument
+from kb_pipeline.parsing.table_cells import is_note
 from kb_pipeline.parsing.titles import first_heading
 
 __all__ = ["parse_markdown"]
@@ -30,7 +31,8 @@ def parse_markdown(data: bytes, stem: str, *, suffix: str = ".md") -> ParsedDocu
         i = _consume(lines, i, builder)
     blocks = builder.finish()
     return ParsedDocument(
-        title=first_heading(blocks, level=1) or stem, mime="text/markdown", blocks=blocks
+        title=first_heading(blocks, level=1) or stem, mime="text/markdown", blocks=blocks,
+        tables=builder.tables,
     )
 
 
@@ -106,8 +108,20 @@ def _consume_table(lines: list[str], i: int, builder: BlockBuilder) -> int:
     while end < len(lines) and "|" in lines[end] and lines[end].strip():
         rows.append(_cells(lines[end]))
         end += 1
-    builder.add_block(Block("table", "\n".join(render_row(row) for row in rows)))
+    builder.add_table(rows, notes=_notes_after(lines, end))
     return end
+
+
+def _notes_after(lines: list[str], end: int) -> list[str]:
+    """The notes written under a table (「注1 …」「※ …」), blank lines before them allowed."""
+    i = end
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    notes = []
+    while i < len(lines) and lines[i].strip() and is_note(lines[i]):
+        notes.append(lines[i].strip())
+        i += 1
+    return notes
 
 
 def _cells(line: str) -> list[str]:

@@ -12,8 +12,9 @@ from pptx.shapes.group import GroupShape
 
 from kb_pipeline.parsing.blocks import render_row
 from kb_pipeline.parsing.cjk import join_line_breaks
-from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError
+from kb_pipeline.parsing.model import Block, ParsedDocument, ParseError, Table
 from kb_pipeline.parsing.ooxml import check_package
+from kb_pipeline.parsing.table_cells import read_table
 from kb_pipeline.parsing.titles import first_heading, meaningful_title
 
 if TYPE_CHECKING:
@@ -36,17 +37,19 @@ def parse_pptx(data: bytes, stem: str) -> ParsedDocument:
     except Exception as exc:  # python-pptx and lxml raise many types on malformed packages
         raise ParseError(f"not a readable PPTX presentation: {type(exc).__name__}: {exc}") from exc
     blocks: list[Block] = []
+    tables: list[Table] = []
     for number, slide in enumerate(presentation.slides, start=1):
         try:
-            blocks.extend(_slide_blocks(slide, f"スライド {number}"))
+            blocks.extend(_slide_blocks(slide, f"スライド {number}", tables))
         except Exception as exc:  # malformed slide XML surfaces while shapes are read
             problem = f"{type(exc).__name__}: {exc}"
             raise ParseError(f"slide {number} could not be read: {problem}") from exc
     title = meaningful_title(presentation.core_properties.title) or first_heading(blocks) or stem
-    return ParsedDocument(title=title, mime=MIME, blocks=blocks)
+    return ParsedDocument(title=title, mime=MIME, blocks=blocks, tables=tables)
 
 
-def _slide_blocks(slide: Slide, location: str) -> list[Block]:
+def _slide_blocks(slide: Slide, location: str, tables: list[Table]) -> list[Block]:
+    """The slide's blocks in reading order; its tables, as cells, are added to `tables`."""
     blocks = []
     title_shape = slide.shapes.title
     title_id = title_shape.shape_id if title_shape is not None else None
@@ -65,6 +68,11 @@ def _slide_blocks(slide: Slide, location: str) -> list[Block]:
             text = "\n".join(row for row in rows if row.strip(" |"))
             if text:
                 blocks.append(Block("table", text, location=location))
+            # A spanned cell is left empty, for the header's merged text to spread over.
+            cells = [["" if cell.is_spanned else cell.text for cell in row.cells]
+                     for row in shape.table.rows]
+            if (table := read_table(cells, location=location)) is not None:
+                tables.append(table)
         elif shape.has_text_frame:
             text = _frame_text(shape.text_frame)
             if text:

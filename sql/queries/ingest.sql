@@ -12,7 +12,8 @@ ON CONFLICT (source_uri) DO UPDATE
 SET checksum = EXCLUDED.checksum, size_bytes = EXCLUDED.size_bytes,
     file_mtime = EXCLUDED.file_mtime, pipeline_version = EXCLUDED.pipeline_version,
     allowed_groups = EXCLUDED.allowed_groups, access_rule = EXCLUDED.access_rule,
-    run_id = EXCLUDED.run_id, parsed = NULL, chunks = NULL, graph = NULL, embedded = false,
+    run_id = EXCLUDED.run_id, parsed = NULL, chunks = NULL, graph = NULL, tables = NULL,
+    embedded = false,
     staged_at = now();
 
 -- name: staged_for_run
@@ -26,7 +27,8 @@ UPDATE staged_documents SET parsed = %(parsed)s::jsonb
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
 -- name: save_chunks
-UPDATE staged_documents SET chunks = %(chunks)s::jsonb
+-- The passages and where each table's rows lie among them (kb_pipeline/table_placement.py).
+UPDATE staged_documents SET chunks = %(chunks)s::jsonb, tables = %(tables)s::jsonb
 WHERE source_uri = %(uri)s AND run_id = %(run_id)s;
 
 -- name: save_graph
@@ -173,6 +175,29 @@ FROM staged_documents s
 CROSS JOIN jsonb_array_elements(s.graph) g
 CROSS JOIN jsonb_array_elements(g->'references') r
 JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (g->>'index')::int
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
+
+-- name: insert_tables
+-- The staged tables of the passages insert_chunks has just written (sql/026_tables.sql).
+INSERT INTO data_tables (document_id, table_no, chunk_id, location, caption, columns, units,
+                         notes)
+SELECT %(document_id)s, (t->>'table_no')::int, c.id, t->>'location', t->>'caption',
+       ARRAY(SELECT jsonb_array_elements_text(t->'columns')),
+       ARRAY(SELECT u #>> '{}' FROM jsonb_array_elements(t->'units') u),
+       ARRAY(SELECT jsonb_array_elements_text(t->'notes'))
+FROM staged_documents s
+CROSS JOIN jsonb_array_elements(coalesce(s.tables, '[]')) t
+JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (t->>'chunk_index')::int
+WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
+
+-- name: insert_table_rows
+INSERT INTO table_rows (document_id, table_no, row_no, chunk_id, cells)
+SELECT %(document_id)s, (t->>'table_no')::int, (r->>'row_no')::int, c.id,
+       ARRAY(SELECT jsonb_array_elements_text(r->'cells'))
+FROM staged_documents s
+CROSS JOIN jsonb_array_elements(coalesce(s.tables, '[]')) t
+CROSS JOIN jsonb_array_elements(t->'rows') r
+JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (r->>'chunk_index')::int
 WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 
 -- name: unstage

@@ -25,6 +25,7 @@ from kb_pipeline.parsing import (
     ParseError,
     find_revision_date,
     parse_document,
+    sheets,
 )
 from kb_pipeline.parsing import xlsx as xlsx_parser
 from kb_pipeline.parsing.wrapped import join_wrapped_lines
@@ -65,7 +66,7 @@ def all_text(document: ParsedDocument) -> str:
 
 def test_supported_suffixes_and_parser_version_are_published() -> None:
     expected = {".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx", ".xlsx", ".pptx",
-                ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
+                ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp", ".csv", ".tsv"}
     assert expected == SUPPORTED_SUFFIXES
     assert isinstance(PARSER_VERSION, str) and PARSER_VERSION
 
@@ -630,7 +631,7 @@ def test_big_sheet_is_split_into_blocks_that_each_repeat_the_header() -> None:
     assert len(tables) == 3
     assert tables[0][:2] == ["製品仕様一覧　ZPシリーズ", "型式 | 吐出量"]
     assert [t[0] for t in tables[1:]] == ["型式 | 吐出量", "型式 | 吐出量"]
-    assert all(len(t) <= xlsx_parser.ROWS_PER_BLOCK for t in tables)
+    assert all(len(t) <= sheets.ROWS_PER_BLOCK for t in tables)
     rows = tables[0][2:] + tables[1][1:] + tables[2][1:]
     assert rows == [f"ZP-{n:04d} | {n}" for n in range(100)]
 
