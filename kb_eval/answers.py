@@ -17,6 +17,7 @@ from msgspec import UNSET, UnsetType
 
 from kb_eval.question_sets import EvalQuestion, holds_answer, source_matches, squeezed
 from kb_eval.rounded import quantile, rate
+from kb_eval.table_figures import TableFigures, table_figures
 from kb_search import AskResult
 from kb_search.answerers.answer import citations, claims
 
@@ -86,6 +87,8 @@ class AnswerMetrics(msgspec.Struct):
     quotes_hold_answer_rate: float | UnsetType = UNSET
     # Where the set says of its unanswerable questions how near the documents come ("miss").
     by_miss: dict[str, NotFoundByMiss] | UnsetType = UNSET
+    # Where the set has table questions: per kind (cell, extreme, count, comparison, all).
+    by_table: dict[str, TableFigures] | UnsetType = UNSET
 
     def faithfulness(self) -> float | None:
         """The model-judged faithfulness; None when no judge ran or it scored no answer."""
@@ -184,6 +187,8 @@ def evaluate_answers(
             "answer_chars_p90": quantile(bodies, 0.9)} if gold else {}),
         **({"quotes_hold_answer_rate": rate(sum(held), len(held))} if held else {}),
         **({"by_miss": by_miss} if (by_miss := _by_miss(questions, answers)) else {}),
+        **({"by_table": table_figures(questions, answers)}
+           if any(q.table for q in questions) else {}),
     )
 
 

@@ -49,6 +49,9 @@ class EvalQuestion(msgspec.Struct, omit_defaults=True):
     question_type: str | None = None  # e.g. JaQuAD's label; figures are also given per type
     parts: list[EvalPart] | None = None  # a multi-part question: each part is scored on its own
     form: str | None = None  # how a generated multi-part question joins its parts; figures per form
+    # What a table question asks of its table; figures per kind (kb_eval/table_figures.py).
+    table: Literal["cell", "extreme", "count", "comparison"] | None = None
+    answers: list[str] | None = None  # every value a tie's answer must state
 
 
 def load_questions(path: Path, *, need_expected: bool = True) -> list[EvalQuestion]:

@@ -113,7 +113,15 @@ class AnswerFlow:
         warnings = ([f"the question asks {split.over_limit} things, more than "
                      f"KB_DEEP_MAX_PARTS={self._deep.max_parts}: answered as one question"]
                     if split.over_limit else [])
-        if split.multi:
+        whole = None
+        if split.multi and split.kind == "items" and mode == "auto":
+            # Items of one table (「ZX-3100とZX-3150ではどちらが〜」) are answered from its
+            # cells, whole; otherwise the parts are searched as always.
+            version, whole = self.retrieve(caller, question)
+            versions.append(version)
+            if whole.table is None:
+                whole = None
+        if split.multi and whole is None:
             # A tentative split is searched before it is shown: its outcome decides it.
             if split.tentative:
                 stages, retrieved = _collected(self._search_parts(caller, split, versions))
@@ -131,9 +139,12 @@ class AnswerFlow:
                                      log)
                 return
         yield Stage("plan", parts=[])
-        version, prepared = self.retrieve(caller, question)
-        versions.append(version)
-        if split.multi:  # the parts searched first count in the answer's time
+        if whole is not None:
+            prepared = whole
+        else:
+            version, prepared = self.retrieve(caller, question)
+            versions.append(version)
+        if split.multi and whole is None:  # the parts searched first count in the answer's time
             prepared.started = min([prepared.started,
                                     *(p.started for p in retrieved if p is not None)])
         yield Stage("answer")

@@ -34,7 +34,15 @@ from kb_search.entity_cards import EntityLink
 from kb_search.passage_reference import PassageRef, reference
 from kb_search.planner import QueryPlan
 from kb_search.quoting import quote_passage
-from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult
+from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult, passage_hits
+from kb_search.tables.cell_answers import CitedCell, TableAnswer
+from kb_search.tables.grounding import (
+    cells_in,
+    check_table_answer,
+    read_tables,
+    table_text,
+    unread_passages,
+)
 
 __all__ = [
     "AnswerPart",
@@ -49,6 +57,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PASSAGES = 5  # passages an answerer sees
+# Who answers from a table's cells: the same sentences whichever answerer is configured.
+TABLE_ANSWERER = "table"
 
 
 class Citation(PassageRef):
@@ -60,6 +70,9 @@ class Citation(PassageRef):
     quote: str  # the passage's sentences the answer used, "…" between those apart
     context_before: str  # the passage's sentence before the quote ("" at its start)
     context_after: str  # the passage's sentence after it ("" at its end)
+    # The table cells the answer states or computes from that this passage holds (a table
+    # answer, kb_search/tables/): what the page and the source view highlight.
+    cells: list[CitedCell] = []
 
 
 class AnswerPart(msgspec.Struct):
@@ -106,6 +119,8 @@ class PreparedAnswer:
     # "not found" whatever the model says: what evaluation and fitting measure.
     features: list[float] = field(default_factory=list)
     refused_by_rule: bool = False
+    # What the tables of the passages' documents answer, or say is missing (a near miss).
+    table: TableAnswer | None = None
 
     @property
     def offered(self) -> list[int]:
@@ -141,25 +156,36 @@ class GroundedAnswers:
         prepared = prepared or self.searcher.prepare(question)
         started = time.perf_counter() - prepared.took_ms / 1000  # count the embedding too
         result, evidence = self.searcher.search(conn, prepared, groups, PASSAGES, beside=beside)
-        passages = [
-            Passage(n=h.rank, content=h.content, **reference(h)) for h in result.hits
-        ]
         # The index's model as the search just read it, not the one configured.
         model = self.models.for_embedder(self.searcher.model)
         features = question_evidence(conn, prepared.plan, result, evidence, groups)
         probability = model.probability(features)
         threshold = model.threshold(self.max_false_not_found)
+        table = read_tables(conn, question, result.hits, groups,
+                            self.searcher.synonyms.expansions(normalize(question)))
         reason = rule = missing_evidence(prepared.plan, result)
-        if reason is None and probability < threshold:
+        if rule is None and table is not None and table.missing:
+            reason = rule = f"no table answers it: {table.missing}"
+        elif rule is None and table is not None:
+            # The rows the table answer rests on, where the search did not offer them.
+            result.hits.extend(passage_hits(conn, unread_passages(
+                table, {h.chunk_id for h in result.hits}), groups, len(result.hits) + 1))
+        elif reason is None and probability < threshold:
             reason = (f"weak evidence: the passages hold the answer with probability "
                       f"{probability:.3f}, under {threshold:.3f}")
+        passages = [
+            Passage(n=h.rank, content=h.content, **reference(h)) for h in result.hits
+        ]
         return PreparedAnswer(result, passages, reason is None, reason, started, probability,
-                              question, features, rule is not None)
+                              question, features, rule is not None,
+                              table if reason is None else None)
 
     def answer(self, prepared: PreparedAnswer, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""
         if not prepared.evidence_found:
             return self.finish(prepared, _not_found(self.answerer), query_id)
+        if prepared.table is not None:
+            return self.finish(prepared, _table_answer(prepared, prepared.table), query_id)
         answer = answer_with_fallback(self.answerer, prepared.question, prepared.passages, log)
         return self.finish(prepared, answer, query_id)
 
@@ -169,6 +195,9 @@ class GroundedAnswers:
         (no model is called)."""
         if not prepared.evidence_found:
             return NumberedStream(KnownAnswer(_not_found(self.answerer)), prepared.offered)
+        if prepared.table is not None:
+            return NumberedStream(KnownAnswer(_table_answer(prepared, prepared.table)),
+                                  prepared.offered)
         return NumberedStream(
             stream_with_fallback(self.answerer, prepared.question, prepared.passages, log),
             prepared.offered)
@@ -184,6 +213,10 @@ class GroundedAnswers:
         cited = [(c, *by_n[c.passage]) for c in numbers]
         verified, warnings = verify(shown, [msgspec.structs.replace(p, n=c.n)
                                             for c, p, _ in cited])
+        if prepared.table is not None and shown.found:
+            warnings = check_table_answer(prepared.table, {p.chunk_id: p.content
+                                                           for _, p, _ in cited}, warnings)
+            verified = not warnings
         if prepared.reason:
             warnings = [*warnings, f"not found from retrieval evidence: {prepared.reason}"]
         said = claims(shown.text)
@@ -194,7 +227,7 @@ class GroundedAnswers:
             verified=verified,
             warnings=warnings,
             answerer=shown.answerer,
-            citations=[_citation(c, p, h, said, prepared.question)
+            citations=[_citation(c, p, h, said, prepared.question, prepared.table)
                        for c, p, h in cited] if shown.found else [],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
         )
@@ -231,10 +264,17 @@ def _not_found(answerer: Answerer) -> Answer:
 
 
 def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, said: list[Claim],
-              question: str) -> Citation:
+              question: str, table: TableAnswer | None) -> Citation:
     """The citation [number.n] of an answer whose citing pieces are `said`, quoting what the
-    answer used of `passage`."""
+    answer used of `passage` (and the cells of it a table answer rests on)."""
     quote = quote_passage(passage, [c.text for c in said if number.n in c.cites], question)
     return Citation(n=number.n, passage=number.passage, source_uri=hit.source_uri,
                     quote=quote.text, context_before=quote.before, context_after=quote.after,
+                    cells=cells_in(table, passage.chunk_id) if table is not None else [],
                     **reference(passage))
+
+
+def _table_answer(prepared: PreparedAnswer, table: TableAnswer) -> Answer:
+    """A table's answer in the answer's form, citing the passages that hold its rows."""
+    text = table_text(table, {p.chunk_id: p.n for p in prepared.passages})
+    return Answer(text=text, found=True, cited=citations(text), answerer=TABLE_ANSWERER)

@@ -39,6 +39,7 @@ __all__ = [
     "Searcher",
     "configure_search_session",
     "hybrid_search",
+    "passage_hits",
     "pooled_search_connection",
 ]
 
@@ -232,19 +233,32 @@ def hybrid_search(
         conn.execute(_SESSION_PLANS)
     hits, evidence = [], []
     for f in (f for f in chosen if f.id in shown):  # one gone meanwhile is not shown
-        (chunk_id, document_id, source_uri, path, title, heading, page, ocr, chunk_index,
-         content, learned) = shown[f.id]
-        hits.append(SearchHit(
-            rank=len(hits) + 1, chunk_id=chunk_id, document_id=document_id,
-            source_uri=source_uri, path=path, title=title, heading=heading, page=page, ocr=ocr,
-            chunk_index=chunk_index, content=content, score=round(f.score, 6),
-            ranks=Ranks(vector=f.vector_rank, keyword=f.keyword_rank, graph=f.graph_rank),
-            learned_fact=learned,
-        ))
+        hits.append(_hit(shown[f.id], len(hits) + 1, round(f.score, 6),
+                         Ranks(vector=f.vector_rank, keyword=f.keyword_rank, graph=f.graph_rank)))
         evidence.append(Evidence(similarity=f.similarity, keyword_score=f.keyword_score,
                                  coverage=f.coverage))
     took_ms = round((time.perf_counter() - started) * 1000, 1)
     return SearchResult(query=plan.question, took_ms=took_ms, hits=hits), evidence
+
+
+def passage_hits(conn: psycopg.Connection, ids: list[int], groups: list[str],
+                 first_rank: int) -> list[SearchHit]:
+    """The passages `ids` the caller may read, in that order, as hits ranked from `first_rank`
+    that no leg found (a table answer's rows beyond the passages a search offered)."""
+    shown = {row[0]: row for row in _rows(conn, "passages", {"ids": ids, "groups": groups})}
+    found = [shown[i] for i in ids if i in shown]
+    return [_hit(row, first_rank + n, 0.0, Ranks(vector=None, keyword=None))
+            for n, row in enumerate(found)]
+
+
+def _hit(row: tuple, rank: int, score: float, ranks: Ranks) -> SearchHit:
+    """A row of the `passages` query as a hit."""
+    (chunk_id, document_id, source_uri, path, title, heading, page, ocr, chunk_index, content,
+     learned) = row
+    return SearchHit(rank=rank, chunk_id=chunk_id, document_id=document_id,
+                     source_uri=source_uri, path=path, title=title, heading=heading, page=page,
+                     ocr=ocr, chunk_index=chunk_index, content=content, score=score,
+                     ranks=ranks, learned_fact=learned)
 
 
 # The statements of a search, planned once on each connection: each picks its path from the

@@ -21,6 +21,7 @@ from kb_eval.report.tables import (
 )
 from kb_eval.retrieval import ModeMetrics
 from kb_eval.run import EvalReport
+from kb_eval.table_figures import TableFigures
 
 __all__ = ["compare_modes", "text_report"]
 
@@ -79,6 +80,11 @@ def text_report(report: EvalReport) -> str:
             lines.append(f"answers containing the gold text: {answers.gold_in_answer_rate:.1%}"
                          f"; answer length median {answers.answer_chars_median:.0f}, 90th "
                          f"percentile {answers.answer_chars_p90:.0f} characters")
+        if not isinstance(answers.by_table, UnsetType):
+            lines.append("table questions (value held / stated precisely; near misses not "
+                         "found):")
+            lines += [f"  {kind}: " + "; ".join(_table_line(f)) for kind, f in
+                      answers.by_table.items()]
         faithfulness = answers.faithfulness()
         if faithfulness is not None:
             lines.append(f"faithfulness, {answers.judge} (not a gate): "
@@ -88,6 +94,16 @@ def text_report(report: EvalReport) -> str:
     if report.parts is not None:
         lines += _parts_lines(report.parts)
     return "\n".join(lines)
+
+
+def _table_line(figures: TableFigures) -> list[str]:
+    said = []
+    if figures.value_held_rate is not None:
+        said.append(f"{figures.value_held_rate:.1%} / {figures.stated_precisely_rate:.1%} "
+                    f"of {figures.n}")
+    if figures.not_found_rate is not None:
+        said.append(f"near misses {figures.not_found_rate:.1%} of {figures.near_misses}")
+    return said
 
 
 def _parts_lines(parts: PartsMetrics) -> list[str]:

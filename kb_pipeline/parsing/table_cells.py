@@ -17,6 +17,8 @@ __all__ = ["is_note", "read_table", "unit_in"]
 _NOTE = re.compile(r"\s*(?:注\s*[0-9０-９]*[\s　.:：)）]|注$|※|＊|\*|[(（]注[)）]|備考[\s:：])")
 # A row whose first cells say this is a total: counted from the data, not part of it.
 _TOTALS = frozenset({"合計", "小計", "総計", "計", "total", "subtotal", "合計額"})
+_CURRENCY = re.compile(r"円|ドル|ユーロ|元|バーツ|[$¥€]")
+_MONEY = re.compile(r"額|料|費|価|金|代|賃|給|当|円|予算|売上|コスト|利益|経費")
 # 「（単位：円）」「単位：千円」 in a caption, a note or a header.
 _UNIT_STATED = re.compile(r"単位\s*[:：]\s*([^\s）)、,，。]+)")
 # The parenthesis that closes a header: 「最大推力 (N)」「定格吐出量 (L/min)」「加算額（円）」.
@@ -24,7 +26,7 @@ _HEADER_PAREN = re.compile(r"[(（]([^()（）]{1,12})[)）]\s*$")
 # What a unit in parentheses looks like: letters and symbols (mm, L/min, MPa, %), or a counter
 # word. 「（1日あたり）」「（月額）」 qualify a header without being its unit.
 _UNIT_WORD = re.compile(
-    r"[A-Za-zµμΩ°℃%/⁰-⁹²³]+[0-9]?|[千百万億]?円|[%％]|個|台|日|時間|分|秒|人|名|件|回|年|か月|ヶ月|本|枚|"
+    r"[A-Za-zµμΩ°℃%/⁰-⁹²³]+[0-9]?|[千百万億]*円|[%％]|個|台|日|時間|分|秒|人|名|件|回|年|か月|ヶ月|本|枚|"
     r"箇所|か所|点|歳|才|倍")
 
 
@@ -37,6 +39,8 @@ def read_table(rows: Sequence[Sequence[str]], header_at: int = 0, *,
     the table has fewer than two columns: then it is text, not a table."""
     width = max((len(row) for row in rows), default=0)
     grid = [[_clean(cell) for cell in row] + [""] * (width - len(row)) for row in rows]
+    if header_at > 0 and _tops(grid[header_at - 1], grid[header_at]):
+        header_at -= 1
     caption_lines = [*caption, *(_line(row) for row in grid[:header_at] if any(row))]
     body = grid[header_at:]
     if width < 2 or not body:
@@ -58,12 +62,23 @@ def read_table(rows: Sequence[Sequence[str]], header_at: int = 0, *,
     columns = _column_names(header)
     stated = next((m[1] for text in (*caption_lines, *note_lines)
                    if (m := _UNIT_STATED.search(text))), None)
-    # The table's stated unit is that of its numbers, not of a column of names.
-    units = [unit_in(name) or (stated if _mostly_numbers(data, i) else None)
+    # The table's stated unit is that of its numbers, not of a column of names; a stated
+    # currency that of its amounts, not of its days or seats (「（単位：円）」 over 日数, 定員).
+    units = [unit_in(name) or (stated if _mostly_numbers(data, i) and (
+                 not stated or not _CURRENCY.search(stated) or _MONEY.search(name)) else None)
              for i, name in enumerate(columns)]
     return Table(columns=columns, units=units,
                  rows=data, caption="\n".join(caption_lines), notes=note_lines,
                  location=location)
+
+
+def _tops(above: list[str], header: list[str]) -> bool:
+    """Whether the row above the header the sheet chose is the header's top row: it names
+    columns the header leaves empty (「役職」 merged down) and spans ones it names (「日当」 over
+    A地域, B地域 …)."""
+    filled = [bool(cell) for cell in above]
+    return (sum(filled) >= 2 and any(a and not h for a, h in zip(above, header, strict=True))
+            and any(h and not a for a, h in zip(above, header, strict=True)))
 
 
 def is_note(line: str) -> bool:

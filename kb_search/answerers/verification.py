@@ -94,7 +94,9 @@ def _numbers(text: str) -> set[Decimal]:
 
 
 def _compact(text: str) -> str:
-    return re.sub(r"[\s-]", "", text).upper()
+    # Line breaks stay: a table row's code must not join the number ending the row above
+    # (「… | 8」「CAR-141 | …」 is no 「8CAR141」).
+    return re.sub(r"[^\S\n]|-", "", text).upper()
 
 
 def _has_code(passage: str, code: str) -> bool:
