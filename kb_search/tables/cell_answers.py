@@ -68,32 +68,37 @@ def answer_table(read: TableQuestion, question: str) -> TableAnswer:
 
 
 def _cell(read: TableQuestion, question: str) -> TableAnswer:
+    """The cells the question asks of its row, each column it names stated; the candidates
+    where a row or a column under a merged header is ambiguous."""
+    del question
     table = read.table
-    q = normalized(question)
-    row = table.rows[read.rows[0]]
-    asked = [c for c in read.columns if normalized(row.cells[c]) not in q] or (
-        [1] if len(table.columns) == 2 else [])
-    if not asked:
-        return TableAnswer(read, [], missing="the question names no column of the row")
     if len(read.rows) > 1:  # an ambiguous row: each candidate with its cell
         rows = [table.rows[r] for r in read.rows]
-        parts = "、".join(f"{_name(table, r)}は{_value(table, asked[0], r)}" for r in rows)
-        text = f"{_label(table, asked[0])}は、{parts}です。"
-        return TableAnswer(read, [TableSentence(text, rows, [_cell_ref(table, r, asked[0])
-                                                            for r in rows])])
-    candidates = [c for c in asked if c in read.ambiguous_columns] or asked[:1]
-    if len(candidates) > 1:
-        parts = "、".join(f"{_qualifier(table, c)}は{_value(table, c, row)}" for c in candidates)
-        text = f"{_name(table, row)}の{_head(table, candidates[0])}は、{parts}です。"
-        return TableAnswer(read, [TableSentence(text, [row], [_cell_ref(table, row, c)
-                                                             for c in candidates])])
-    column = candidates[0]
-    if not row.cells[column].strip():
-        return TableAnswer(read, [], missing=(f"the table leaves {table.columns[column]} of "
-                                              f"{_name(table, row)} empty"))
-    text = f"{_name(table, row)}の{_label(table, column)}は{_value(table, column, row)}です。"
-    sentences = [TableSentence(text, [row], [_cell_ref(table, row, column)])]
-    sentences += _notes_on(table, column)
+        column = read.columns[0]
+        parts = "、".join(f"{_name(table, r)}は{_value(table, column, r)}" for r in rows)
+        return TableAnswer(read, [TableSentence(f"{_label(table, column)}は、{parts}です。", rows,
+                                                [_cell_ref(table, r, column) for r in rows])])
+    row = table.rows[read.rows[0]]
+    groups: dict[str, list[int]] = {}
+    for column in read.columns:
+        groups.setdefault(_head(table, column), []).append(column)
+    said, cells = [], []
+    for head, columns in groups.items():
+        shown = [c for c in columns if c in read.ambiguous_columns] or columns[:1]
+        if len(shown) > 1:  # under one merged header, not told apart: every candidate
+            said.append(f"{head}は" + "、".join(f"{_qualifier(table, c)}が"
+                                               f"{_value(table, c, row)}" for c in shown))
+        elif not row.cells[shown[0]].strip():
+            return TableAnswer(read, [], missing=(f"the table leaves {table.columns[shown[0]]}"
+                                                  f" of {_name(table, row)} empty"))
+        else:
+            said.append(f"{_label(table, shown[0])}は{_value(table, shown[0], row)}")
+        cells += [_cell_ref(table, row, c) for c in shown]
+    text = f"{_name(table, row)}の{'、'.join(said)}です。"
+    sentences = [TableSentence(text, [row], cells)]
+    for column in dict.fromkeys(c.column for c in cells):
+        sentences += [n for n in _notes_on(table, table.columns.index(column))
+                      if n.text not in {s.text for s in sentences}]
     return TableAnswer(read, sentences)
 
 

@@ -18,6 +18,7 @@ _PARENTHESES = re.compile(r"[（(][^（）()]*[）)]")
 # A name right before the column a question asks: 「応接室aの定員」, 「名刺管理サービスの更新月」.
 _NAME_BEFORE = re.compile(r"(?:^|[はがをにでのも、「」])"
                           r"(?P<name>[\u4e00-\u9fff\u30a0-\u30ffa-z0-9ー・\-]{3,})の$")
+_WHY = re.compile(r"なぜ|何故|どうして|理由|経緯|いきさつ")
 _NAMED_TABLE = 4  # character pairs of a table's name a count of all its rows must write
 
 
@@ -28,11 +29,18 @@ def choose_answer(question: str, tables: list[StoredTable], ranks: dict[int, int
     no table answers it and the passages' text is left to (`ranks`: a passage's rank by its
     chunk id; `passages`: the texts the search found)."""
     q = normalized(question)
+    if _WHY.search(q):  # a table holds values, not their reasons
+        return None
     readings = [r for t in tables if (r := read_question(question, t, expansions))]
     scored = [(_score(q, r), r) for r in readings]
     answerable = [(score, r) for score, r in scored if score > 0 and (r.kind != "cell" or r.rows)]
     if answerable:
-        _, best = max(answerable, key=lambda item: (item[0], -_rank(item[1].table, ranks)))
+        score, best = max(answerable, key=lambda item: (item[0], -_rank(item[1].table, ranks)))
+        # A table that accounts for as much of the question without a row of it (「タイに出張
+        # する一般社員の日当」: 別表3's 一般社員 column, タイ in none of its rows) leaves the
+        # answer to the passages' text rather than to the other table's cell.
+        if any(s >= score for s, r in scored if r.kind == "cell" and not r.rows):
+            return None
         return answer_table(best, question)
     return _near_miss(q, readings, tables, [normalized(p) for p in passages])
 
@@ -78,10 +86,12 @@ def _near_miss(q: str, readings: list[TableQuestion], tables: list[StoredTable],
     for code in codes:
         keyed = [t for t in tables if any(normalized(r.cells[0]) == code for r in t.rows)]
         column_tables = {id(r.table) for r in readings}
-        if keyed and not any(id(t) in column_tables for t in keyed):
-            asked = readings[0].table.columns[readings[0].columns[0]]
+        # Only 「CODEの<column>は」: the code's own value asked, not a column named elsewhere.
+        asked = [r for r in readings if r.columns and q.find(f"{code}の{_head(r)}") >= 0]
+        if keyed and asked and not any(id(t) in column_tables for t in keyed):
+            column = asked[0].table.columns[asked[0].columns[0]]
             return TableAnswer(None, [], missing=f"the table listing {code.upper()} has no "
-                                                 f"column {asked}")
+                                                 f"column {column}")
     for reading in readings:
         shapes = {_shape(normalized(r.cells[0])) for r in reading.table.rows}
         for code in codes:
@@ -92,13 +102,18 @@ def _near_miss(q: str, readings: list[TableQuestion], tables: list[StoredTable],
     return None
 
 
+def _head(reading: TableQuestion) -> str:
+    """How the question writes the column a reading asks."""
+    name = reading.table.columns[reading.columns[0]].split("：")[0]
+    return normalized(_PARENTHESES.sub("", name)) or normalized(name)
+
+
 def _subject(q: str, reading: TableQuestion) -> str | None:
     """What a cell question that names a column but no row asks about, where it is a name
     (kanji, katakana, letters, digits; no kana of a phrase): 「応接室Aの定員は」 → 応接室a."""
     if reading.kind != "cell" or reading.rows or not reading.columns:
         return None
-    head = normalized(reading.table.columns[reading.columns[0]].split("：")[0])
-    at = q.find(_PARENTHESES.sub("", head) or head)
+    at = q.find(_head(reading))
     match = _NAME_BEFORE.search(q[:at]) if at > 0 else None
     return match["name"] if match else None
 

@@ -35,8 +35,11 @@ _BOUND = re.compile(r"(?<![A-Za-z\d.,\-])(?P<number>\d[\d,]*(?:\.\d+)?)\s*"
 _OPS = {"以上": ">=", "以下": "<=", "未満": "<", "を超え": ">", "超": ">"}
 _MORE = ("大き", "多", "高", "長", "重", "広", "遠", "新し", "遅")
 _LESS = ("小さ", "少な", "低", "短", "軽", "狭", "近", "古", "安", "早")
+# 「最大」「最安」 mark an extreme only standing alone (「最大のものは」), not as the head of a
+# noun (「最大可搬質量」 is a quantity's name).
 _EXTREME = re.compile(r"(?:いちばん|一番|最も|もっとも)(?P<word>[^\s、。]{1,4})"
-                      r"|(?P<most>最大|最高|最多|最長|最重|最小|最低|最少|最短|最軽|最安)")
+                      r"|(?P<most>最大|最高|最多|最長|最重|最小|最低|最少|最短|最軽|最安)"
+                      r"(?![\u4e00-\u9fff\u30a0-\u30ff])")
 _COUNT = re.compile(r"何(?:件|社|か所|ヵ所|ヶ所|カ所|箇所|機種|品目|名|人|台|種類|種|個|本|部署|行|"
                     r"項目|地域|区分|つ|拠点|店|回|製品|型式|品番|部品|コース|等級|室|棟|校|枚)"
                     r"|いくつ(?:あ|の|存在|登録|該当)|[のな]数(?:を|は|が|って|$)")
@@ -44,7 +47,12 @@ _COUNT = re.compile(r"何(?:件|社|か所|ヵ所|ヶ所|カ所|箇所|機種|�
 _DEFINITION = re.compile(r"(?P<category>[^\s、。「」\d]{1,12}?)とは(?P<meaning>.+?)を(?:いう|指す)")
 _WORDS = re.compile(r"\w{2,}")
 _RANGE_WORDS = re.compile(r"以上|以下|未満|を超える|超")
+# Rows counted, not a quantity asked: 「いくつありますか」「何件登録されていますか」「の数は」.
+_ROWS_COUNTED = re.compile(r"(?:いくつ|何[^\s、。?？]{1,3}?)(?:あり|ある|載って|登録|掲載|存在)"
+                           r"|[のな]数(?:を|は|が|って|$)")
 _DIRECTION_REACH = 12  # characters after 「いちばん」 that may say which way
+_COMPOUND = re.compile(r"[\u4e00-\u9fff\u30a0-\u30ffー]")
+_QUALIFIES = re.compile(r"[内外中後前以超未](?![0-9])")
 _WHICH = re.compile(r"どちら|どっち|いずれ")
 _QUESTION_WORD = re.compile(r"どれ|どこ|誰|だれ|何|どの|いくら|いくつ")
 
@@ -124,7 +132,7 @@ def read_question(question: str, table: StoredTable, expansions: list[str]
     named = _named_columns(q, table, [normalized(e) for e in expansions])
     if not named:
         # 「拠点別在庫一覧に載っている品目はいくつありますか」: the rows of a table it names.
-        if _COUNT.search(q) and _named_whole(q, table):
+        if _ROWS_COUNTED.search(q) and _named_whole(q, table):
             return TableQuestion(table=table, kind="count", columns=[])
         return None
     named, qualified, ambiguous = _qualified(q, table, named)
@@ -140,6 +148,21 @@ def read_question(question: str, table: StoredTable, expansions: list[str]
     # by no cell; kept to tell a near miss); of two columns, a named row asks for its value
     # (「配偶者の出産 | 3日」).
     kind = kind or "cell"
+    if kind == "cell":
+        # A column that qualifies another word (「製品の回収」) is not asked.
+        # ... unless what it qualifies is the row named after it (「3年6か月の…付与日数」).
+        columns = [c for c, m in named if m is None or _asked(q, m, _known(table))
+                   or any(r.start > m.end for r in row_spans)]
+    if kind == "cell" and not columns and not rows:
+        return None
+    if kind == "cell" and rows:
+        # The columns asked are those that did not name the row (「ZXシリーズ」 names a row
+        # through the シリーズ column; its cell there is no answer).
+        naming = {c for r, c, _ in values if r == rows[0]}
+        columns = [c for c in columns if c not in naming] or (
+            [1 - min(naming)] if len(table.columns) == 2 and naming <= {0, 1} else [])
+        if not columns:
+            return None
     conditions = (_conditions(q, table, named, values) if kind in ("count", "extreme") else [])
     if kind in ("count", "extreme"):
         rows = []  # a cell the question names there is a condition, not the row asked
@@ -165,16 +188,19 @@ def _named_columns(q: str, table: StoredTable, expansions: list[str]
     or a synonym of it; a name written inside a longer one the question also names does not
     count (「6か月」 inside 「3年6か月」). The longest first."""
     found: list[tuple[int, Mention | None, int]] = []
+    known = _known(table)
     for index, name in enumerate(table.columns):
         head = _core(name.split("：")[0])
         if not head:
             continue
         at = q.find(head)
-        if at >= 0:
+        if at >= 0 and _stands_alone(q, at, known):
             found.append((index, Mention(at, at + len(head)), len(head)))
         elif any(head in e for e in expansions) or _close(head, q):
             found.append((index, None, len(head) - 1))
     exact = [m for _, m, _ in found if m is not None]
+    if exact:  # a name written out beats names only nearly written (「1年6か月」 by 「3年6か月」)
+        found = [f for f in found if f[1] is not None]
     kept = [(i, m, n) for i, m, n in found if m is None or not any(m.inside(o) for o in exact)]
     kept.sort(key=lambda item: -item[2])
     return [(i, m) for i, m, _ in kept]
@@ -224,6 +250,37 @@ def _qualifier_fit(q: str, table: StoredTable, qualifiers: list[str]) -> int:
             return 0
         fit += max(map(len, said))
     return fit
+
+
+def _known(table: StoredTable) -> str:
+    """The table's own words: its caption, sheet, document title and column names."""
+    return normalized(f"{table.caption}{table.location or ''}{table.title}"
+                      f"{''.join(table.columns)}")
+
+
+def _stands_alone(q: str, at: int, known: str) -> bool:
+    """Whether a column's name at `at` is the thing asked, not the tail of a longer name: the
+    kanji and katakana written right before it (「可搬」 of 「最大可搬質量」) must be words of
+    the table itself (「地域」 of 「地域加算額」, its caption being 「地域加算」)."""
+    start = at
+    while start > 0 and _COMPOUND.match(q[start - 1]):
+        start -= 1
+    return start == at or q[start:at] in known
+
+
+def _asked(q: str, mention: Mention, known: str) -> bool:
+    """Whether a column named in a cell question is what it asks, not a word that qualifies
+    another (「製品の回収」, 「保証期間内」); a word of the table itself may follow (「大阪の
+    在庫数」 of 拠点別在庫一覧)."""
+    rest = q[mention.end:]
+    if _QUALIFIES.match(rest):
+        return False
+    if not rest.startswith("の"):
+        return True
+    end = 1
+    while end < len(rest) and _COMPOUND.match(rest[end]):
+        end += 1
+    return end == 1 or any(rest[1:i] in known for i in range(3, end + 1))
 
 
 def _core(name: str) -> str:
