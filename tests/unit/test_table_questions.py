@@ -34,8 +34,8 @@ ALLOWANCES = _table(
     ["地域区分", "対象地域", "日当：役員", "日当：管理職", "日当：一般社員"],
     [["A地域", "北米、欧州", "9,000", "7,000", "6,000"],
      ["B地域", "中国、韓国", "6,500", "5,000", "4,500"]],
-    number=3, units=[None, None, "円", "円", "円"], notes=["注1 管理職とは課長以上（G6以上）をいう。"],
-    caption="別表3 海外出張の日当")
+    number=3, units=[None, None, "円", "円", "円"],
+    notes=["注1 管理職とは課長以上（G6以上）をいう。"], caption="別表3 海外出張の日当")
 TABLES = [PRICES, SPECS, PUMPS, ALLOWANCES]
 
 
@@ -54,7 +54,8 @@ def test_a_cell_is_stated_in_a_sentence_with_its_unit():
 
 
 def test_several_columns_of_one_row_are_stated_together():
-    assert _text("ZX-3100の最大推力と質量を教えてください") == "ZX-3100の最大推力は400 N、質量は3.6 kgです。"
+    assert _text("ZX-3100の最大推力と質量を教えてください") == (
+        "ZX-3100の最大推力は400 N、質量は3.6 kgです。")
 
 
 def test_the_notes_that_name_the_column_follow_the_cell():
