@@ -8,8 +8,8 @@ import psycopg
 
 from kb_core.queries import query
 
-__all__ = ["INTEGRITY", "GraphSize", "graph_size", "integrity_violations", "violations",
-           "violations_markdown"]
+__all__ = ["INTEGRITY", "GraphSize", "graph_size", "integrity_violations", "table_size",
+           "violations", "violations_markdown"]
 
 # The blocking checks' statements, with what each row they return names.
 _ROWS = {
@@ -18,12 +18,13 @@ _ROWS = {
     "keyword_statistics_drift": "passages of, recorded, counted",
     "orphan_documents": "document",
     "broken_graph": "document, chunk, reference or entity",
+    "broken_tables": "document, table, what is wrong",
 }
 # What a rebuilt generation is checked for whole, at its gate. Not orphans: its publication
 # drops the documents whose files left the catalogue while it was built.
 INTEGRITY = ("chunks_with_bad_embeddings", "documents_with_broken_chunks",
              "keyword_statistics_drift",
-             "broken_graph")
+             "broken_graph", "broken_tables")
 
 
 class GraphSize(msgspec.Struct):
@@ -47,6 +48,12 @@ def integrity_violations(conn: psycopg.Connection) -> dict[str, list[tuple]]:
 def graph_size(conn: psycopg.Connection, uris: list[str] | None = None) -> GraphSize:
     """The entities, mentions and references of the documents `uris` (None: the whole index)."""
     return GraphSize(*conn.execute(query("graph_counts"), {"uris": uris}).fetchone())
+
+
+def table_size(conn: psycopg.Connection, uris: list[str] | None = None) -> tuple[int, int]:
+    """The tables and table rows of the documents `uris` (None: the whole index)."""
+    tables, rows = conn.execute(query("table_counts"), {"uris": uris}).fetchone()
+    return tables, rows
 
 
 def violations_markdown(name: str, rows: list[tuple]) -> str:

@@ -306,7 +306,8 @@ function sourceLink(c) {
   });
   open.addEventListener("click", (event) => {
     event.preventDefault();
-    openSource(c.document_id, c.chunk_id, current.cited.get(c.n)?.quote || "");
+    const cited = current.cited.get(c.n);
+    openSource(c.document_id, c.chunk_id, cited?.quote || "", cited?.cells || []);
   });
   return open;
 }
@@ -326,6 +327,36 @@ function quoteBlock(c) {
     c.context_after ? context(`\n${c.context_after}`) : null);
 }
 
+// A table answer's citation: the rows it quotes laid out as a table under their header, the
+// cells the answer states or computes from highlighted (`cells`).
+function cellsBlock(c) {
+  const lines = c.quote.split(GAP).flatMap((part) => part.split("\n"))
+    .map((line) => line.trim()).filter((line) => line.includes(" | "));
+  if (!c.cells?.length || !lines.length) return null;
+  const named = c.cells.map((cell) => cell.column);
+  const head = lines[0].split(" | ");
+  const header = head.some((name) => named.includes(name)) ? head : null;
+  const rows = (header ? lines.slice(1) : lines).map((line) => line.split(" | "));
+  const cited = (value, i) => c.cells.some((cell) => cell.value === value
+    && (!header || !header.includes(cell.column) || header[i] === cell.column));
+  return el("div", { class: "cells" }, el("table", {},
+    header ? el("thead", {}, el("tr", {}, ...header.map((name) => el("th", { textContent: name }))))
+      : null,
+    el("tbody", {}, ...rows.map((row) => el("tr", {}, ...row.map((value, i) =>
+      el("td", { class: cited(value, i) ? "cited" : "", textContent: value })))))));
+}
+
+// A marked stretch of a passage: in a table row, the cells cited are marked on their own.
+function markedPart(part, cells) {
+  if (!cells?.length || !part.includes(" | ")) return el("mark", { textContent: part });
+  const values = new Set(cells.map((cell) => cell.value));
+  const pieces = part.split(" | ").flatMap((value, i) => [
+    i ? " | " : null,
+    values.has(value.trim()) ? el("strong", { class: "cell", textContent: value }) : value,
+  ]);
+  return el("mark", {}, ...pieces);
+}
+
 function citationCard(c) {
   return el("li", { id: `cite-${c.n}`, class: c.learned_fact ? "card learned" : "card" },
     el("div", { class: "card-head" },
@@ -334,7 +365,7 @@ function citationCard(c) {
       c.learned_fact ? el("span", { class: "badge", textContent: "利用者による訂正" }) : null),
     c.learned_fact ? null : el("div", { class: "path", textContent: c.path }),
     whereLine(c),
-    quoteBlock(c),
+    cellsBlock(c) || quoteBlock(c),
     sourceLink(c));
 }
 
@@ -550,21 +581,22 @@ async function loadGaps() {
   $("gap-uncited").hidden = report.never_cited.length === 0;
 }
 
-// A passage's text with the parts of `quote` in it marked, in order.
-function markedText(content, quote) {
+// A passage's text with the parts of `quote` in it marked, in order, and in them the table
+// cells a table answer cites.
+function markedText(content, quote, cells) {
   const nodes = [];
   let at = 0;
   for (const part of quote.split(GAP).map((p) => p.trim()).filter(Boolean)) {
     const found = content.indexOf(part, at);
     if (found < 0) continue;
-    nodes.push(content.slice(at, found), el("mark", { textContent: part }));
+    nodes.push(content.slice(at, found), markedPart(part, cells));
     at = found + part.length;
   }
   nodes.push(content.slice(at));
   return nodes;
 }
 
-async function openSource(documentId, chunkId, quote) {
+async function openSource(documentId, chunkId, quote, cells = []) {
   const response = await api(`/v1/documents/${documentId}?chunk_id=${chunkId}`);
   const dialog = $("source");
   if (!response.ok) {
@@ -579,13 +611,14 @@ async function openSource(documentId, chunkId, quote) {
   passages.replaceChildren(...doc.passages.map((p) =>
     el("section", { class: p.cited ? "passage cited" : "passage" },
       whereLine(p),
-      el("p", {}, ...(p.cited ? markedText(p.content, quote) : [p.content])))));
+      el("p", {}, ...(p.cited ? markedText(p.content, quote, cells) : [p.content])))));
   const download = $("source-download");
   download.hidden = !doc.original_url;
   if (doc.original_url) download.href = doc.original_url;
   dialog.showModal();
-  // The quoted sentence, else the cited passage, in the middle of the view.
-  const target = passages.querySelector(".cited mark") || passages.querySelector(".cited");
+  // The cited cell, else the quoted sentence, else the cited passage, in the middle of the view.
+  const target = passages.querySelector(".cited .cell") || passages.querySelector(".cited mark")
+    || passages.querySelector(".cited");
   if (target) target.scrollIntoView({ block: "center" });
 }
 

@@ -107,6 +107,35 @@ UNION ALL
         OR m.allowed_groups IS DISTINCT FROM c.allowed_groups))
 LIMIT 20;
 
+-- name: broken_tables
+-- Table rows held by a passage of another document, rows not as wide as their table's columns,
+-- and tables without a row (sql/026_tables.sql), of the documents given (uris; NULL: all).
+SELECT d.path, t.table_no, 'row ' || r.row_no || ': ' || CASE
+    WHEN c.document_id <> t.document_id THEN 'held by a passage of another document'
+    ELSE cardinality(r.cells) || ' cells under ' || cardinality(t.columns) || ' columns' END
+FROM data_tables t
+JOIN documents d ON d.id = t.document_id
+JOIN table_rows r ON r.document_id = t.document_id AND r.table_no = t.table_no
+JOIN chunks c ON c.id = r.chunk_id
+WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
+  AND (c.document_id <> t.document_id OR cardinality(r.cells) <> cardinality(t.columns))
+UNION ALL
+(SELECT d.path, t.table_no, 'no row'
+ FROM data_tables t
+ JOIN documents d ON d.id = t.document_id
+ WHERE (%(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s))
+   AND NOT EXISTS (SELECT 1 FROM table_rows r
+                   WHERE r.document_id = t.document_id AND r.table_no = t.table_no))
+LIMIT 20;
+
+-- name: table_counts
+-- Tables and table rows of the documents given (uris; NULL: all).
+SELECT count(DISTINCT (t.document_id, t.table_no)), count(r.row_no)
+FROM data_tables t
+JOIN documents d ON d.id = t.document_id
+LEFT JOIN table_rows r ON r.document_id = t.document_id AND r.table_no = t.table_no
+WHERE %(uris)s::text[] IS NULL OR d.source_uri = ANY(%(uris)s);
+
 -- name: graph_counts
 -- Entities, mentions and references of the documents given (uris; NULL: all).
 WITH passages AS (

@@ -39,6 +39,8 @@ OCR_NOTE = "スキャンから文字認識したページです。誤認識を�
 DEEP_QUESTION = "育児休業と介護休業の申請期限は？"
 UNANSWERED = "駐車場の申し込み方法は？"  # in no document of the corpus
 OUTSIDERS_QUESTION = "退職金の計算方法は？"  # in none either, asked by a member of hr alone
+# Answered from one cell of a matrix (別表3), read by both headers and the notes' category.
+TABLE_QUESTION = "課長がB地域へ出張するときの日当はいくらですか"
 # Everything the status line and the parts' lines show, in order, however fast the stream:
 # the observer's records keep each node as it was added, and the page replaces a line rather
 # than altering it.
@@ -510,6 +512,41 @@ def test_a_question_in_two_parts_shows_its_plan_each_parts_search_and_a_summary_
     assert not any(s.startswith("parts-list") for s in page.evaluate("window.progressShown"))
     assert page.locator("#parts").is_hidden()
     assert page.locator("#answer .answer-part").count() == 0
+
+
+def test_a_cell_answer_shows_its_row_with_the_cell_highlighted_on_the_card_and_in_the_source(
+    sample_service, browser, provider
+):
+    provider.user = {"sub": "emp-5006", "name": "小林 健", "groups": ["all-employees"]}
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="ja-JP")
+    _sign_in(page, sample_service)
+    _ask(page, TABLE_QUESTION)
+    page.locator("#feedback").wait_for()
+    assert page.locator("#answer").inner_text().startswith("B地域の日当（管理職）は5,000円です。")
+    card = page.locator("#citations .card").first
+    assert "出張旅費規程_別表_日当宿泊費.xlsx" in card.inner_text()
+    # The row under its header, the stated cell alone highlighted, in its own column.
+    cited = card.locator(".cells td.cited")
+    assert cited.all_inner_texts() == ["5,000"]
+    header = card.locator(".cells th").all_inner_texts()
+    column = cited.evaluate("td => td.cellIndex")
+    assert header[column] == "日当：管理職"
+    assert card.locator(".cells td", has_text="B地域").count() == 1
+    highlight = cited.evaluate("td => getComputedStyle(td).backgroundColor")
+    plain = card.locator(".cells td").first.evaluate("td => getComputedStyle(td).backgroundColor")
+    assert highlight != plain
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    card.screenshot(path=str(SCREENSHOTS / "table-cell-card.png"))
+    _screenshot(page, "table-cell-desktop")
+
+    card.get_by_role("link", name="原文を開く").click()
+    cell = page.locator("dialog#source .passage.cited mark .cell")
+    cell.wait_for()
+    assert cell.all_inner_texts() == ["5,000"]
+    in_view = cell.evaluate("c => { const r = c.getBoundingClientRect();"
+                            " return r.top >= 0 && r.bottom <= window.innerHeight; }")
+    assert in_view
+    _screenshot(page, "table-cell-source")
 
 
 def test_an_entity_the_answer_names_opens_its_card_and_the_card_opens_passages_and_neighbours(

@@ -10,7 +10,7 @@ from kb_core.ingestion_failures import open_failures
 from kb_pipeline.access import documents_without_rule
 from kb_pipeline.defs.ingestion.assets import search_index
 from kb_pipeline.defs.resources import PostgresResource
-from kb_pipeline.integrity import graph_size, violations, violations_markdown
+from kb_pipeline.integrity import graph_size, table_size, violations, violations_markdown
 from kb_pipeline.runs import run_generation
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "keyword_statistics_match_chunks",
     "no_open_ingestion_failures",
     "no_orphan_documents",
+    "tables_are_whole",
 ]
 
 Context = dg.AssetCheckExecutionContext
@@ -95,6 +96,15 @@ def entity_graph_is_whole(context: Context, postgres: PostgresResource) -> dg.As
 
 
 @dg.asset_check(asset=search_index, blocking=True)
+def tables_are_whole(context: Context, postgres: PostgresResource) -> dg.AssetCheckResult:
+    """Every table row is held by a passage of its own document and is as wide as its table,
+    and every table kept as cells has rows; with how many there are."""
+    with postgres.connection(_generation(context)) as conn:
+        tables, rows = table_size(conn, _documents(context))
+    return _rows_check(context, postgres, "broken_tables", {"tables": tables, "table_rows": rows})
+
+
+@dg.asset_check(asset=search_index, blocking=True)
 def no_orphan_documents(context: Context, postgres: PostgresResource) -> dg.AssetCheckResult:
     """Every indexed document is a file the catalogue still knows."""
     return _rows_check(context, postgres, "orphan_documents")
@@ -138,6 +148,7 @@ INDEX_CHECKS = [
     chunks_have_valid_embeddings,
     documents_have_whole_chunk_sets,
     entity_graph_is_whole,
+    tables_are_whole,
     keyword_statistics_match_chunks,
     no_orphan_documents,
     documents_have_access_rules,
