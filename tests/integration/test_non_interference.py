@@ -64,6 +64,10 @@ VISIBLE = {
             ("寮", "入寮は総務部が決める。"), ("研修", "入社後3か月以内に受講する。"),
             ("表彰", "年に一度、功労者を表彰する。"), ("懲戒", "就業規則の定めによる。"),
         ], start=10)),
+    # A table: a caller is told its cells, counts and extremes of the rows it may read only.
+    "open/部品価格表.md": (
+        "# 部品価格表\n\n| 品番 | 単価 | 仕入先 |\n|---|---|---|\n| P-100 | 1,200 | 東洋精工 |\n"
+        "| P-200 | 3,400 | 北辰工業 |\n| P-300 | 2,100 | 東洋精工 |\n"),
     "eng/設計手順.md": (
         "# 設計手順\n\n## 設計変更\nZP-2041 の設計変更は設計部長の承認を要する。"
         "問い合わせ先は設計部の山田一郎である。\n"),
@@ -82,6 +86,10 @@ HIDDEN_SENTENCES = (
     "ZP-2041 の販売価格は非公開とする。",
     "QC-2031 の抜取検査で不良が出たときは人事評価に反映する。",
     "設計部長の承認は役員会に報告する。",
+    # Rows of the same table's shape: a higher price, another 東洋精工 part, P-100 again, and
+    # a supplier no visible row names.
+    "| 品番 | 単価 | 仕入先 |\n|---|---|---|\n| P-900 | 99,000 | 東洋精工 |\n"
+    "| P-100 | 50 | 東洋精工 |\n| P-950 | 7,700 | 南海工業 |\n",
 )
 # hr's documents as the attack found them: salary codes beside the visible rule's topic.
 FIRST_HIDDEN = [("hr", "給与規程", list(HIDDEN_SENTENCES[:3]))]
@@ -92,6 +100,10 @@ QUESTIONS = (
     "年次有給休暇は何日前までに申請しますか",
     "ZP-2041の保証期間は？",
     "QC-2031 の抜取検査",
+    "仕入先が東洋精工の部品は何品目ありますか",
+    "単価がいちばん高い品番は？",
+    "P-100とP-200ではどちらの単価が高いですか",
+    "仕入先が南海工業の部品は何品目ありますか",  # a supplier only hidden rows name
 )
 CALLERS = {"staff": ["all-employees"], "engineer": ["engineering"],
            "reviewer": ["all-employees", "engineering", "reviewers"]}
@@ -297,6 +309,10 @@ MUTATIONS = {
     "unknown terms": ("exact", "unknown_terms",
                       "AND g.group_name = ANY(%(groups)s::text[])",
                       "AND %(groups)s::text[] IS NOT NULL"),
+    "table rows": ("exact", "tables_of_documents",
+                   "WHERE t.document_id = ANY(%(documents)s::bigint[]) AND c.allowed_groups && "
+                   "%(groups)s::text[]",
+                   "WHERE %(documents)s::bigint[] IS NOT NULL AND %(groups)s::text[] IS NOT NULL"),
 }
 
 
