@@ -21,6 +21,10 @@ BEGIN
                 columns     text[] NOT NULL,   -- header rows joined top-down: 日当：管理職
                 units       text[] NOT NULL,   -- each column's unit, NULL where none is stated
                 notes       text[] NOT NULL,   -- the lines under it: 注1 …
+                -- What each column measures, as a question writes it: its top header without
+                -- what qualifies it in parentheses, NFKC, lower case, no white space
+                -- (最大推力 (N) → 最大推力); the tables a question names are found by these.
+                heads       text[] NOT NULL,
                 PRIMARY KEY (document_id, table_no)
             );
             CREATE INDEX data_tables_chunk ON %1$I.data_tables (chunk_id);

@@ -94,7 +94,10 @@ def _cell(read: TableQuestion, question: str) -> TableAnswer:
         else:
             said.append(f"{_label(table, shown[0])}は{_value(table, shown[0], row)}")
         cells += [_cell_ref(table, row, c) for c in shown]
-    text = f"{_name(table, row)}の{'、'.join(said)}です。"
+    name = _name(table, row)
+    if (written := read.named_by.get(read.rows[0])) and normalized(name) != written:
+        name = f"{name}（{table.rows[read.rows[0]].cells[_column_of(row, written)]}）"
+    text = f"{name}の{'、'.join(said)}です。"
     sentences = [TableSentence(text, [row], cells)]
     for column in dict.fromkeys(c.column for c in cells):
         sentences += [n for n in _notes_on(table, table.columns.index(column))
@@ -174,6 +177,11 @@ def _comparison(read: TableQuestion, question: str) -> TableAnswer:
         text = f"{_name(table, winner)}のほうが{_label(table, column)}が{said}です（{values}）。"
     cells = [_cell_ref(table, first, column), _cell_ref(table, second, column)]
     return TableAnswer(read, [TableSentence(text, [first, second], cells)])
+
+
+def _column_of(row: StoredRow, written: str) -> int:
+    """The column of the row's cell that holds what the question wrote."""
+    return next(c for c, cell in enumerate(row.cells) if written in normalized(cell))
 
 
 def _reported(read: TableQuestion, measured: int) -> int:

@@ -82,16 +82,19 @@ def _near_miss(q: str, readings: list[TableQuestion], tables: list[StoredTable],
                 subject in text for text in passages):
             return TableAnswer(None, [], missing=f"{reading.table.name} has no row "
                                                  f"{subject.upper()}")
+    column_tables = {id(r.table) for r in readings}
+    for table in tables:
+        if id(table) in column_tables:
+            continue
+        # Only 「KEYの<column>は」: a row's own value asked, where its table lacks the column
+        # another table has (「ZX-3100の消費電力」, 「昭和バルブの担当部署」).
+        for key in {normalized(r.cells[0]) for r in table.rows if len(r.cells[0]) >= 2}:
+            asked = [r for r in readings if r.columns and f"{key}の{_head(r)}" in q]
+            if asked:
+                column = asked[0].table.columns[asked[0].columns[0]]
+                return TableAnswer(None, [], missing=f"the table listing {key.upper()} has no "
+                                                     f"column {column}")
     codes = _CODE.findall(q)
-    for code in codes:
-        keyed = [t for t in tables if any(normalized(r.cells[0]) == code for r in t.rows)]
-        column_tables = {id(r.table) for r in readings}
-        # Only 「CODEの<column>は」: the code's own value asked, not a column named elsewhere.
-        asked = [r for r in readings if r.columns and q.find(f"{code}の{_head(r)}") >= 0]
-        if keyed and asked and not any(id(t) in column_tables for t in keyed):
-            column = asked[0].table.columns[asked[0].columns[0]]
-            return TableAnswer(None, [], missing=f"the table listing {code.upper()} has no "
-                                                 f"column {column}")
     for reading in readings:
         shapes = {_shape(normalized(r.cells[0])) for r in reading.table.rows}
         for code in codes:

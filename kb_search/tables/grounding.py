@@ -13,17 +13,24 @@ from kb_search.search import SearchHit
 from kb_search.tables.cell_answers import CitedCell, TableAnswer, recount
 from kb_search.tables.choice import choose_answer
 from kb_search.tables.reading import normalized
-from kb_search.tables.stored import tables_of_documents
+from kb_search.tables.stored import documents_naming_tables, tables_of_documents
 
 __all__ = ["cells_in", "check_table_answer", "read_tables", "table_text", "unread_passages"]
+
+# Documents the table leg adds, at most, whose tables name a column of the question: a table
+# the search did not rank among the first five passages (a count of a list's rows asks no word
+# of its rows) is read too.
+TABLE_LEG_DOCUMENTS = 10
 
 
 def read_tables(conn: psycopg.Connection, question: str, hits: list[SearchHit],
                 groups: list[str], expansions: list[str]) -> TableAnswer | None:
-    """What the tables of the documents of `hits` answer (or say is missing), read for
-    `groups`; None when no table bears on the question."""
-    documents = list(dict.fromkeys(h.document_id for h in hits if h.document_id is not None))
-    tables = tables_of_documents(conn, documents, groups)
+    """What the tables of the documents of `hits`, and of those whose tables name a column of
+    the question, answer (or say is missing), read for `groups`; None when no table bears on
+    the question."""
+    found = [h.document_id for h in hits if h.document_id is not None]
+    named = documents_naming_tables(conn, normalized(question), groups, TABLE_LEG_DOCUMENTS)
+    tables = tables_of_documents(conn, list(dict.fromkeys([*found, *named])), groups)
     if not tables:
         return None
     ranks = {h.chunk_id: rank for rank, h in enumerate(hits)}

@@ -121,6 +121,9 @@ class TableQuestion:
     largest: bool = True  # for an extreme or a comparison
     score: float = 0.0  # how much of the question the table accounts for
     ambiguous_columns: list[int] = field(default_factory=list)
+    # The rows named by a cell other than their key, with the text the question wrote for it
+    # (「QC-2031」 of the row keyed NC-2510-04): an answer names the row by both.
+    named_by: dict[int, str] = field(default_factory=dict)
 
 
 def read_question(question: str, table: StoredTable, expansions: list[str]
@@ -164,6 +167,10 @@ def read_question(question: str, table: StoredTable, expansions: list[str]
         if not columns:
             return None
     conditions = (_conditions(q, table, named, values) if kind in ("count", "extreme") else [])
+    if kind == "count" and not conditions and not _ROWS_COUNTED.search(q):
+        # 「承認されたのは何名ですか」 of a table of approvals per grade asks a sum, not how many
+        # rows it has: counting every row needs the question to say so (「何件ありますか」).
+        return None
     if kind in ("count", "extreme"):
         rows = []  # a cell the question names there is a condition, not the row asked
     # Each stretch of the question counts once, however many columns it names; a cell text a
@@ -171,9 +178,10 @@ def read_question(question: str, table: StoredTable, expansions: list[str]
     used = set(row_spans) | ({m for _, _, m in values} if kind in ("count", "extreme") else set())
     score = (sum((m.end - m.start) for m in set(spans)) + sum(m.end - m.start for m in used)
              + qualified)
+    said = {r: q[m.start:m.end] for r, c, m in values if c != 0 and r in rows}
     return TableQuestion(table=table, kind=kind, columns=columns, rows=rows,
                          conditions=conditions, largest=largest, score=score,
-                         ambiguous_columns=ambiguous)
+                         ambiguous_columns=ambiguous, named_by=said)
 
 
 def _named_whole(q: str, table: StoredTable) -> bool:

@@ -8,7 +8,7 @@ import psycopg
 
 from kb_core.queries import query
 
-__all__ = ["StoredRow", "StoredTable", "tables_of_documents"]
+__all__ = ["StoredRow", "StoredTable", "documents_naming_tables", "tables_of_documents"]
 
 
 class StoredRow(msgspec.Struct, frozen=True):
@@ -41,6 +41,15 @@ class StoredTable(msgspec.Struct, frozen=True):
             return self.location.removeprefix("シート: ").strip()
         first = self.caption.splitlines()[0].strip() if self.caption else ""
         return first if 0 < len(first) <= 20 else self.title
+
+
+def documents_naming_tables(conn: psycopg.Connection, question: str, groups: list[str],
+                            limit: int) -> list[int]:
+    """Up to `limit` documents whose tables, readable by `groups`, have a column that
+    `question` (normalized: NFKC, lower case, no white space) names."""
+    rows = conn.execute(query("documents_naming_tables"),
+                        {"question": question, "groups": groups, "limit": limit}).fetchall()
+    return [document_id for (document_id,) in rows]
 
 
 def tables_of_documents(conn: psycopg.Connection, documents: list[int],

@@ -180,11 +180,15 @@ WHERE s.source_uri = %(uri)s AND s.run_id = %(run_id)s;
 -- name: insert_tables
 -- The staged tables of the passages insert_chunks has just written (sql/026_tables.sql).
 INSERT INTO data_tables (document_id, table_no, chunk_id, location, caption, columns, units,
-                         notes)
+                         notes, heads)
 SELECT %(document_id)s, (t->>'table_no')::int, c.id, t->>'location', t->>'caption',
        ARRAY(SELECT jsonb_array_elements_text(t->'columns')),
        ARRAY(SELECT u #>> '{}' FROM jsonb_array_elements(t->'units') u),
-       ARRAY(SELECT jsonb_array_elements_text(t->'notes'))
+       ARRAY(SELECT jsonb_array_elements_text(t->'notes')),
+       ARRAY(SELECT coalesce(nullif(regexp_replace(h, '\([^()]*\)', '', 'g'), ''), h)
+             FROM (SELECT regexp_replace(lower(normalize(split_part(col, '：', 1), NFKC)),
+                                         '\s', '', 'g') AS h
+                   FROM jsonb_array_elements_text(t->'columns') col) heads)
 FROM staged_documents s
 CROSS JOIN jsonb_array_elements(coalesce(s.tables, '[]')) t
 JOIN chunks c ON c.document_id = %(document_id)s AND c.chunk_index = (t->>'chunk_index')::int
