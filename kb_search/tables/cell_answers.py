@@ -14,7 +14,9 @@ import msgspec
 from kb_search.tables.reading import (
     TableQuestion,
     cell_number,
+    column_head,
     normalized,
+    numeric_column,
 )
 from kb_search.tables.stored import StoredRow, StoredTable
 
@@ -22,7 +24,6 @@ __all__ = ["CitedCell", "TableAnswer", "TableSentence", "answer_table", "recount
 
 _LISTED = 10  # rows named in a count's sentence, at most
 _ADJECTIVE = re.compile(r"(高|低|大き|小さ|多|少な|長|短|重|軽|安|広|狭|新し|古|早|遅)い")
-_PARENTHESES = re.compile(r"[（(][^（）()]*[）)]")
 
 
 class CitedCell(msgspec.Struct, frozen=True):
@@ -127,10 +128,10 @@ def _measured(read: TableQuestion) -> int | None:
     """The numeric column an extreme or a comparison measures: the first named one that no
     condition is on, else the table's only column of numbers."""
     bound = {c.column for c in read.conditions}
-    numeric = [c for c in read.columns if c not in bound and _numeric(read.table, c)]
+    numeric = [c for c in read.columns if c not in bound and numeric_column(read.table, c)]
     if numeric:
         return numeric[0]
-    only = [c for c in range(len(read.table.columns)) if _numeric(read.table, c)]
+    only = [c for c in range(len(read.table.columns)) if numeric_column(read.table, c)]
     return only[0] if len(only) == 1 else None
 
 
@@ -189,14 +190,14 @@ def _reported(read: TableQuestion, measured: int) -> int:
     one and its conditions (「〜の型式は」), else the table's first."""
     bound = {c.column for c in read.conditions}
     others = [c for c in read.columns if c != measured and c not in bound
-              and not _numeric(read.table, c)]
+              and not numeric_column(read.table, c)]
     return others[0] if others else 0
 
 
 def _notes_on(table: StoredTable, column: int) -> list[TableSentence]:
     """The table's notes that name the column (a cap and its regional addition go together),
     each resting on the table's last row, whose passage holds them."""
-    head = _core(_head(table, column))
+    head = column_head(table, column)
     if len(head) < 2:
         return []
     return [TableSentence(note, [table.rows[-1]]) for note in table.notes
@@ -226,10 +227,6 @@ def _label(table: StoredTable, column: int) -> str:
     return f"{head}（{'・'.join(rest)}）" if rest else head
 
 
-def _core(text: str) -> str:
-    return normalized(_PARENTHESES.sub("", text)) or normalized(text)
-
-
 def _value(table: StoredTable, column: int, row: StoredRow) -> str:
     """A cell with its column's unit where the cell does not write one: 425 N, 2,600円."""
     cell = row.cells[column]
@@ -237,11 +234,6 @@ def _value(table: StoredTable, column: int, row: StoredRow) -> str:
     if not unit or not re.fullmatch(r"[-+±]?[\d,.]+", cell.strip()):
         return cell
     return f"{cell} {unit}" if unit[0].isascii() else f"{cell}{unit}"
-
-
-def _numeric(table: StoredTable, column: int) -> bool:
-    values = [row.cells[column] for row in table.rows if row.cells[column]]
-    return bool(values) and sum(cell_number(v) is not None for v in values) * 2 > len(values)
 
 
 def _adjective(question: str, largest: bool) -> str:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import re
 
 from kb_search.tables.cell_answers import TableAnswer, answer_table
-from kb_search.tables.reading import TableQuestion, normalized, read_question
+from kb_search.tables.reading import TableQuestion, bare, column_head, normalized, read_question
 from kb_search.tables.stored import StoredTable
 
 __all__ = ["choose_answer"]
 
 _CODE = re.compile(r"[a-z]+-?\d+(?:-\d+)*")
-_PARENTHESES = re.compile(r"[（(][^（）()]*[）)]")
 # A name right before the column a question asks: 「応接室aの定員」, 「名刺管理サービスの更新月」.
 _NAME_BEFORE = re.compile(r"(?:^|[はがをにでのも、「」])"
                           r"(?P<name>[\u4e00-\u9fff\u30a0-\u30ffa-z0-9ー・\-]{3,})の$")
@@ -107,8 +106,7 @@ def _near_miss(q: str, readings: list[TableQuestion], tables: list[StoredTable],
 
 def _head(reading: TableQuestion) -> str:
     """How the question writes the column a reading asks."""
-    name = reading.table.columns[reading.columns[0]].split("：")[0]
-    return normalized(_PARENTHESES.sub("", name)) or normalized(name)
+    return column_head(reading.table, reading.columns[0])
 
 
 def _subject(q: str, reading: TableQuestion) -> str | None:
@@ -125,7 +123,7 @@ def _like_a_key(name: str, table: StoredTable) -> bool:
     """Whether a name looks like the table's keys, so that its absence is the table's: it
     shares their first or last two characters (応接室A, 応接室B; 名刺管理サービス, Web会議
     サービス) or their scripts character by character (光和電子, 東洋精工)."""
-    keys = [normalized(_PARENTHESES.sub("", r.cells[0])) for r in table.rows if r.cells[0]]
+    keys = [bare(r.cells[0]) for r in table.rows if r.cells[0]]
     return any(k[:2] == name[:2] or k[-2:] == name[-2:] or _scripts(k) == _scripts(name)
                for k in keys)
 

@@ -16,8 +16,8 @@ from typing import Literal
 
 from kb_search.tables.stored import StoredTable
 
-__all__ = ["Condition", "Kind", "Mention", "TableQuestion", "cell_number", "normalized",
-           "read_question"]
+__all__ = ["Condition", "Kind", "Mention", "TableQuestion", "bare", "cell_number", "column_head",
+           "normalized", "numeric_column", "read_question"]
 
 Kind = Literal["cell", "extreme", "count", "comparison"]
 
@@ -145,7 +145,7 @@ def read_question(question: str, table: StoredTable, expansions: list[str]
     masked = _masked(q, [*spans, *row_spans])
     keyed = any(c == 0 and sum(1 for _, cc, mm in values if (cc, mm) == (c, m)) == 1
                 for _, c, m in values)
-    numbers_end = [m.end for c, m in named if m is not None and _numeric(table, c)]
+    numbers_end = [m.end for c, m in named if m is not None and numeric_column(table, c)]
     kind, largest = _kind(masked, bool(rows), len(rows), keyed, numbers_end)
     # A named column without a row or a computation is a cell question with no row (answered
     # by no cell; kept to tell a near miss); of two columns, a named row asks for its value
@@ -197,8 +197,8 @@ def _named_columns(q: str, table: StoredTable, expansions: list[str]
     count (「6か月」 inside 「3年6か月」). The longest first."""
     found: list[tuple[int, Mention | None, int]] = []
     known = _known(table)
-    for index, name in enumerate(table.columns):
-        head = _core(name.split("：")[0])
+    for index in range(len(table.columns)):
+        head = column_head(table, index)
         if not head:
             continue
         at = q.find(head)
@@ -222,7 +222,7 @@ def _qualified(q: str, table: StoredTable, named: list[tuple[int, Mention | None
     the length of the qualifiers that decided, and the columns still ambiguous."""
     by_head: dict[str, list[tuple[int, Mention | None]]] = {}
     for column, mention in named:
-        by_head.setdefault(_core(table.columns[column].split("：")[0]), []).append(
+        by_head.setdefault(column_head(table, column), []).append(
             (column, mention))
     kept, qualified, ambiguous = [], 0, []
     for group in by_head.values():
@@ -246,12 +246,12 @@ def _qualifier_fit(q: str, table: StoredTable, qualifiers: list[str]) -> int:
     defined by a note through a word the question writes; 0 when one of them is neither."""
     fit = 0
     for qualifier in qualifiers:
-        text = _core(qualifier)
+        text = bare(qualifier)
         if text and text in q:
             fit += len(text)
             continue
         words = [w for note in table.notes if (d := _DEFINITION.search(normalized(note)))
-                 and _core(d["category"]) == text
+                 and bare(d["category"]) == text
                  for w in _WORDS.findall(_RANGE_WORDS.sub(" ", d["meaning"]))]
         said = [w for w in words if w in q]
         if not said:
@@ -291,8 +291,15 @@ def _asked(q: str, mention: Mention, known: str) -> bool:
     return end == 1 or any(rest[1:i] in known for i in range(3, end + 1))
 
 
-def _core(name: str) -> str:
-    return normalized(_PARENTHESES.sub("", name)) or normalized(name)
+def bare(text: str) -> str:
+    """A name as questions write it: without what parentheses qualify it with, normalized
+    (「日当（1日あたり）」 → 日当)."""
+    return normalized(_PARENTHESES.sub("", text)) or normalized(text)
+
+
+def column_head(table: StoredTable, column: int) -> str:
+    """What a column measures, as a question writes it: its top header, bare."""
+    return bare(table.columns[column].split("：")[0])
 
 
 def _close(head: str, q: str) -> bool:
@@ -307,8 +314,8 @@ def _close(head: str, q: str) -> bool:
 def _items(cell: str) -> list[str]:
     """What a cell names: itself, and each item it lists without its parenthesised note."""
     items = [cell]
-    bare = _PARENTHESES.sub("", cell).strip()
-    for part in [bare, *_ITEM_SEPARATORS.split(bare)]:
+    plain = _PARENTHESES.sub("", cell).strip()
+    for part in [plain, *_ITEM_SEPARATORS.split(plain)]:
         part = part.strip()
         if part and part not in items:
             items.append(part)
@@ -345,7 +352,7 @@ def _named_rows(q: str, table: StoredTable, column_spans: list[Mention]
     return named, spans, hits
 
 
-def _numeric(table: StoredTable, column: int) -> bool:
+def numeric_column(table: StoredTable, column: int) -> bool:
     """Whether most of a column's cells state a number."""
     values = [row.cells[column] for row in table.rows if row.cells[column]]
     return bool(values) and sum(cell_number(v) is not None for v in values) * 2 > len(values)
@@ -402,7 +409,7 @@ def _conditions(q: str, table: StoredTable, named: list[tuple[int, Mention | Non
         if not before:
             continue
         column = before[-1]
-        if not _numeric(table, column):
+        if not numeric_column(table, column):
             continue
         op = _OPS.get(bound["op"] or "")
         if op is None and bound["op"]:
