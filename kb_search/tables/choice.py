@@ -6,12 +6,13 @@ that the table lacks (「G9の基本給」 where the grades run G1 to G8)."""
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from kb_search.tables.cell_answers import TableAnswer, answer_table
 from kb_search.tables.reading import TableQuestion, bare, column_head, normalized, read_question
 from kb_search.tables.stored import StoredTable
 
-__all__ = ["choose_answer"]
+__all__ = ["FoundPassage", "choose_answer"]
 
 _CODE = re.compile(r"[a-z]+-?\d+(?:-\d+)*")
 # A name right before the column a question asks: 「応接室aの定員」, 「名刺管理サービスの更新月」.
@@ -21,12 +22,19 @@ _WHY = re.compile(r"なぜ|何故|どうして|理由|経緯|いきさつ")
 _NAMED_TABLE = 4  # character pairs of a table's name a count of all its rows must write
 
 
+class FoundPassage(NamedTuple):
+    """A passage the search found, as the choice reads it: its document's title, its text."""
+
+    title: str
+    text: str
+
+
 def choose_answer(question: str, tables: list[StoredTable], ranks: dict[int, int],
-                  expansions: list[str], passages: list[str]) -> TableAnswer | None:
+                  expansions: list[str], passages: list[FoundPassage]) -> TableAnswer | None:
     """The answer of the table that accounts for most of the question (its names, rows and
     caption; the search's order breaks ties), a "missing" answer for a near miss, or None when
     no table answers it and the passages' text is left to (`ranks`: a passage's rank by its
-    chunk id; `passages`: the texts the search found)."""
+    chunk id; `passages`: what the search found)."""
     q = normalized(question)
     if _WHY.search(q):  # a table holds values, not their reasons
         return None
@@ -40,8 +48,14 @@ def choose_answer(question: str, tables: list[StoredTable], ranks: dict[int, int
         # answer to the passages' text rather than to the other table's cell.
         if any(s >= score for s, r in scored if r.kind == "cell" and not r.rows):
             return None
+        # A row named only by a cell that is the name of a document the search found (「QC-2031
+        # で対象になったロット」, a ledger's row citing report QC-2031) asks about that document:
+        # its own text answers.
+        titles = [normalized(p.title) for p in passages]
+        if any(written in title for written in best.named_by.values() for title in titles):
+            return None
         return answer_table(best, question)
-    return _near_miss(q, readings, tables, [normalized(p) for p in passages])
+    return _near_miss(q, readings, tables, [normalized(f"{p.title} {p.text}") for p in passages])
 
 
 def _score(q: str, read: TableQuestion) -> int:

@@ -11,7 +11,7 @@ import psycopg
 
 from kb_search.search import SearchHit
 from kb_search.tables.cell_answers import CitedCell, TableAnswer, recount
-from kb_search.tables.choice import choose_answer
+from kb_search.tables.choice import FoundPassage, choose_answer
 from kb_search.tables.reading import normalized
 from kb_search.tables.stored import documents_naming_tables, tables_of_documents
 
@@ -35,7 +35,7 @@ def read_tables(conn: psycopg.Connection, question: str, hits: list[SearchHit],
         return None
     ranks = {h.chunk_id: rank for rank, h in enumerate(hits)}
     return choose_answer(question, tables, ranks, expansions,
-                         [f"{h.title} {h.heading} {h.content}" for h in hits])
+                         [FoundPassage(h.title, f"{h.heading} {h.content}") for h in hits])
 
 
 def unread_passages(answer: TableAnswer, offered: set[int]) -> list[int]:

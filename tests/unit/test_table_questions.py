@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from kb_search.tables import StoredRow, StoredTable, choose_answer, recount
+from kb_search.tables.choice import FoundPassage
 
 
 def _table(columns: list[str], rows: list[list[str]], *, number: int = 0, document: int = 1,
@@ -39,7 +40,8 @@ ALLOWANCES = _table(
 TABLES = [PRICES, SPECS, PUMPS, ALLOWANCES]
 
 
-def _ask(question: str, tables: list[StoredTable] = TABLES, passages: list[str] = ()):
+def _ask(question: str, tables: list[StoredTable] = TABLES,
+         passages: tuple[FoundPassage, ...] = ()):
     return choose_answer(question, tables, {}, [], list(passages))
 
 
@@ -114,7 +116,8 @@ def test_a_code_shaped_like_the_keys_but_absent_is_not_found():
 
 def test_a_name_like_the_keys_that_no_passage_writes_is_not_found():
     rooms = _table(["会議室名", "定員"], [["応接室B", "6"], ["第1会議室", "12"]])
-    answer = _ask("応接室Aの定員は何人ですか", [rooms], ["会議室名 | 定員 応接室B | 6"])
+    answer = _ask("応接室Aの定員は何人ですか", [rooms],
+                  (FoundPassage("会議室一覧", "会議室名 | 定員 応接室B | 6"),))
     assert answer is not None and answer.missing
 
 
@@ -123,6 +126,14 @@ def test_questions_no_table_answers_are_left_to_the_passages():
                      "P-100の件で、仕入先の変更は行いましたか",  # 仕入先 qualifies 変更
                      "就業規則の目的は何ですか"):  # no column at all
         assert _ask(question) is None, question
+
+
+def test_a_row_named_by_a_document_the_search_found_is_left_to_that_document():
+    ledger = _table(["NC番号", "ロット", "関連報告書"], [["NC-2510-04", "2541-07", "QC-2031"]])
+    question = "QC-2031で対象になったロット番号は？"
+    assert _text(question, [ledger]) == "NC-2510-04（QC-2031）のロットは2541-07です。"
+    report = FoundPassage("品質検査報告書 QC-2031", "対象ロットは 2541-07 である。")
+    assert _ask(question, [ledger], (report,)) is None
 
 
 def test_only_the_rows_given_are_read():
