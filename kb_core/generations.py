@@ -195,8 +195,6 @@ def create_generation(conn: psycopg.Connection, version: str) -> Generation:
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.relations ADD FOREIGN KEY (chunk_id) "
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
-            "ALTER TABLE {new}.data_tables ADD FOREIGN KEY (document_id) "
-            "REFERENCES {new}.documents (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.data_tables ADD FOREIGN KEY (chunk_id) "
             "REFERENCES {new}.chunks (id) ON DELETE CASCADE; "
             "ALTER TABLE {new}.table_rows ADD FOREIGN KEY (chunk_id) "

@@ -116,10 +116,13 @@ class AnswerFlow:
         whole = None
         if split.multi and split.kind == "items" and mode == "auto":
             # Items of one table (「ZX-3100とZX-3150ではどちらが〜」) are answered from its
-            # cells, whole; otherwise the parts are searched as always.
+            # cells, whole; otherwise the parts are searched as always. Items compared in
+            # words the table cannot compute (「納入後12か月」 against 「18か月」) are left to
+            # the parts' comparison.
             version, whole = self.retrieve(caller, question)
             versions.append(version)
-            if whole.table is None:
+            if whole.table is None or (split.compares and whole.table.question is not None
+                                       and whole.table.question.kind != "comparison"):
                 whole = None
         if split.multi and whole is None:
             # A tentative split is searched before it is shown: its outcome decides it.

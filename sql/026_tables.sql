@@ -13,8 +13,9 @@ BEGIN
     LOOP
         EXECUTE format($sql$
             CREATE TABLE %1$I.data_tables (
-                document_id bigint NOT NULL REFERENCES %1$I.documents (id) ON DELETE CASCADE,
+                document_id bigint NOT NULL,
                 table_no    integer NOT NULL,  -- in the document's reading order, from 0
+                -- The passage of its first row: the table leaves with its document's passages.
                 chunk_id    bigint NOT NULL REFERENCES %1$I.chunks (id) ON DELETE CASCADE,
                 location    text,              -- シート: 別表1, スライド 4, p.3
                 caption     text NOT NULL,     -- the lines above its header

@@ -57,10 +57,11 @@ class TableAnswer:
     given: list[str] = field(default_factory=list)  # the question's own bounds: 「10,000円以上」
 
 
-def answer_table(read: TableQuestion, question: str) -> TableAnswer:
-    """The answer `read` asks of its table."""
+def answer_table(read: TableQuestion, question: str) -> TableAnswer | None:
+    """The answer `read` asks of its table; None when the table cannot compute it (no column
+    of numbers to compare), which leaves the question to the passages' text."""
     if read.kind == "cell":
-        return _cell(read, question)
+        return _cell(read)
     if read.kind == "count":
         return _count(read)
     if read.kind == "extreme":
@@ -68,10 +69,10 @@ def answer_table(read: TableQuestion, question: str) -> TableAnswer:
     return _comparison(read, question)
 
 
-def _cell(read: TableQuestion, question: str) -> TableAnswer:
+def _cell(read: TableQuestion) -> TableAnswer:
     """The cells the question asks of its row, each column it names stated; the candidates
-    where a row or a column under a merged header is ambiguous."""
-    del question
+    where a row or a column under a merged header is ambiguous; not found where the table
+    leaves the cell empty."""
     table = read.table
     if len(read.rows) > 1:  # an ambiguous row: each candidate with its cell
         rows = [table.rows[r] for r in read.rows]
@@ -135,15 +136,16 @@ def _measured(read: TableQuestion) -> int | None:
     return only[0] if len(only) == 1 else None
 
 
-def _extreme(read: TableQuestion, question: str) -> TableAnswer:
+def _extreme(read: TableQuestion, question: str) -> TableAnswer | None:
     table = read.table
     column = _measured(read)
     if column is None:
-        return TableAnswer(read, [], missing="the question names no column of numbers")
+        return None
     rows = [r for r in table.rows if all(c.holds(r.cells) for c in read.conditions)]
     valued = [(v, r) for r in rows if (v := cell_number(r.cells[column])) is not None]
-    if not valued:
-        return TableAnswer(read, [], missing=f"no row states {table.columns[column]}")
+    if not valued:  # no row meets the conditions with a value: none is the largest
+        return TableAnswer(read, [], missing=f"no row meeting the conditions states "
+                                             f"{table.columns[column]}")
     best = max(v for v, _ in valued) if read.largest else min(v for v, _ in valued)
     winners = [r for v, r in valued if v == best]
     said = _adjective(question, read.largest)
@@ -159,15 +161,15 @@ def _extreme(read: TableQuestion, question: str) -> TableAnswer:
                        given=[c.text for c in read.conditions if c.number is not None])
 
 
-def _comparison(read: TableQuestion, question: str) -> TableAnswer:
+def _comparison(read: TableQuestion, question: str) -> TableAnswer | None:
     table = read.table
     column = _measured(read)
     if column is None:
-        return TableAnswer(read, [], missing="the question names no column of numbers")
+        return None
     first, second = (table.rows[r] for r in read.rows[:2])
     a, b = cell_number(first.cells[column]), cell_number(second.cells[column])
     if a is None or b is None:
-        return TableAnswer(read, [], missing=f"a row does not state {table.columns[column]}")
+        return None
     values = (f"{_name(table, first)} {_value(table, column, first)}、"
               f"{_name(table, second)} {_value(table, column, second)}")
     if a == b:

@@ -136,7 +136,8 @@ def test_integrity_checks_are_blocking_errors():
     blocking = {spec.name for c in checks.INDEX_CHECKS for spec in c.check_specs if spec.blocking}
     assert blocking == {
         "chunks_have_valid_embeddings", "documents_have_whole_chunk_sets",
-        "entity_graph_is_whole", "keyword_statistics_match_chunks", "no_orphan_documents"
+        "entity_graph_is_whole", "keyword_statistics_match_chunks", "no_orphan_documents",
+        "tables_are_whole",
     }
 
 

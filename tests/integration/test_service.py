@@ -148,8 +148,12 @@ async def test_ask_answers_with_citations_to_the_expected_document(client, token
                                  headers=bearer(tokens["portal"]))
     body = response.json()
     assert response.status_code == 200 and body["found"] and body["verified"], body
-    assert body["answerer"] == "extractive"
+    # The warranty table's cell, stated: its citation names the cell it holds.
+    assert body["answerer"] == "table"
+    assert body["answer"].startswith("ZP-2041の保証期間は納入後18か月または運転8,000時間です。")
     assert any("製品保証規定" in c["path"] for c in body["citations"])
+    assert [cell for c in body["citations"] for cell in c["cells"]] == [
+        {"table": 0, "row": 0, "column": "保証期間", "value": "納入後18か月または運転8,000時間"}]
     assert all(f"[{c['n']}]" in body["answer"] for c in body["citations"])
     assert {"query_id", "answer", "found", "verified", "warnings", "answerer", "citations",
             "took_ms"} <= body.keys()
