@@ -84,9 +84,9 @@ def _named_by_caption(q: str, table: StoredTable) -> int:
 
 def _near_miss(q: str, readings: list[TableQuestion], tables: list[StoredTable],
                passages: list[str]) -> TableAnswer | None:
-    """Not found, when the question names a column of one table and a key (a code) that
-    another table has without that column, or a code shaped like a table's keys it lacks, or
-    a name (「応接室Aの定員」) that no passage found writes."""
+    """Not found, when the question names a name like a table's keys that no passage found
+    writes (「応接室Aの定員」), a row's key and a column its table lacks though another table
+    has it (「ZX-3100の消費電力」), or a code shaped like a table's keys that it lacks."""
     if not readings:
         return None
     for reading in readings:

@@ -8,6 +8,7 @@ the synonym dictionary, no entry written for a question."""
 
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ _BOUND = re.compile(r"(?<![A-Za-z\d.,\-])(?P<number>\d[\d,]*(?:\.\d+)?)\s*"
                     r"(?P<op>以上|以下|未満|を超え|超|より(?:大き|多|高|長|重|小さ|少な|低|短|軽))?"
                     r"(?=[のがでをはもな、。？?]|$)")
 _OPS = {"以上": ">=", "以下": "<=", "未満": "<", "を超え": ">", "超": ">"}
+_COMPARISONS = {"=": operator.eq, ">=": operator.ge, "<=": operator.le, "<": operator.lt,
+                ">": operator.gt}
 _MORE = ("大き", "多", "高", "長", "重", "広", "遠", "新し", "遅")
 _LESS = ("小さ", "少な", "低", "短", "軽", "狭", "近", "古", "安", "早")
 # 「最大」「最安」 mark an extreme only standing alone (「最大のものは」), not as the head of a
@@ -54,7 +57,6 @@ _DIRECTION_REACH = 12  # characters after 「いちばん」 that may say which 
 _COMPOUND = re.compile(r"[\u4e00-\u9fff\u30a0-\u30ffー]")
 _QUALIFIES = re.compile(r"[内外中後前以超未](?![0-9])")
 _WHICH = re.compile(r"どちら|どっち|いずれ")
-_QUESTION_WORD = re.compile(r"どれ|どこ|誰|だれ|何|どの|いくら|いくつ")
 
 
 def normalized(text: str) -> str:
@@ -99,11 +101,7 @@ class Condition:
         cell = cells[self.column] if self.column < len(cells) else ""
         if self.number is not None:
             value = cell_number(cell)
-            if value is None:
-                return False
-            return {"=": value == self.number, ">=": value >= self.number,
-                    "<=": value <= self.number, "<": value < self.number,
-                    ">": value > self.number}.get(self.op, False)
+            return value is not None and _COMPARISONS[self.op](value, self.number)
         if self.op == "=":
             return normalized(cell) == normalized(self.text)
         return normalized(self.text) in {normalized(i) for i in _items(cell)}
@@ -146,7 +144,7 @@ def read_question(question: str, table: StoredTable, expansions: list[str]
     keyed = any(c == 0 and sum(1 for _, cc, mm in values if (cc, mm) == (c, m)) == 1
                 for _, c, m in values)
     numbers_end = [m.end for c, m in named if m is not None and numeric_column(table, c)]
-    kind, largest = _kind(masked, bool(rows), len(rows), keyed, numbers_end)
+    kind, largest = _kind(masked, len(rows), keyed, numbers_end)
     # A named column without a row or a computation is a cell question with no row (answered
     # by no cell; kept to tell a near miss); of two columns, a named row asks for its value
     # (「配偶者の出産 | 3日」).
@@ -366,11 +364,12 @@ def _masked(q: str, spans: list[Mention]) -> str:
     return "".join(chars)
 
 
-def _kind(masked: str, has_rows: bool, named_rows: int, keyed: bool, numbers_end: list[int]
+def _kind(masked: str, named_rows: int, keyed: bool, numbers_end: list[int]
           ) -> tuple[Kind | None, bool]:
-    """The kind of answer the question's own words (what is left once the table's names are
-    masked) ask for, and whether the largest is wanted. A row named by its key asks for a cell
-    even in counting words (「MT-158は福岡に何個ありますか」)."""
+    """The computation the question's own words (what is left once the table's names are
+    masked) ask for, and whether the largest is wanted; None for none (a cell is asked). A
+    row named by its key asks for a cell even in counting words
+    (「MT-158は福岡に何個ありますか」)."""
     if named_rows >= 2 and _WHICH.search(masked):
         return "comparison", _direction(masked[_WHICH.search(masked).start():]) is not False
     extreme = _EXTREME.search(masked)
@@ -384,8 +383,6 @@ def _kind(masked: str, has_rows: bool, named_rows: int, keyed: bool, numbers_end
                                 for end in numbers_end)
     if count and not keyed and not value_asked:
         return "count", True
-    if has_rows and _QUESTION_WORD.search(masked) or has_rows and re.search(r"[?？]|は$", masked):
-        return "cell", True
     return None, True
 
 
