@@ -38,11 +38,14 @@ from kb_search.search import PreparedQuery, Searcher, SearchHit, SearchResult, p
 from kb_search.tables.cell_answers import CitedCell, TableAnswer
 from kb_search.tables.grounding import (
     cells_in,
-    check_table_answer,
+    check_table_answers,
     read_tables,
     table_text,
+    tool_tables,
     unread_passages,
+    used_results,
 )
+from kb_search.tables.tools import TableTools
 
 __all__ = [
     "AnswerPart",
@@ -121,11 +124,21 @@ class PreparedAnswer:
     refused_by_rule: bool = False
     # What the tables of the passages' documents answer, or say is missing (a near miss).
     table: TableAnswer | None = None
+    # The tables an LLM answerer may compute from, through its tools.
+    tools: TableTools | None = None
+    # How many of the passages the answerer reads; those after them hold table rows, offered
+    # for citation only.
+    shown: int | None = None
 
     @property
     def offered(self) -> list[int]:
         """The numbers the passages are offered under."""
         return [p.n for p in self.passages]
+
+    @property
+    def shown_passages(self) -> list[Passage]:
+        """The passages the answerer reads."""
+        return self.passages[:self.shown]
 
 
 class GroundedAnswers:
@@ -161,32 +174,43 @@ class GroundedAnswers:
         features = question_evidence(conn, prepared.plan, result, evidence, groups)
         probability = model.probability(features)
         threshold = model.threshold(self.max_false_not_found)
-        table = read_tables(conn, question, result.hits, groups,
-                            self.searcher.synonyms.expansions(normalize(question)))
+        reading = read_tables(conn, question, result.hits, groups,
+                              self.searcher.synonyms.expansions(normalize(question)))
+        table = reading.answer
         reason = rule = missing_evidence(prepared.plan, result)
         if rule is None and table is not None and table.missing:
             reason = rule = f"no table answers it: {table.missing}"
-        elif rule is None and table is not None:
-            # The rows the table answer rests on, where the search did not offer them.
-            result.hits.extend(passage_hits(conn, unread_passages(
-                table, {h.chunk_id for h in result.hits}), groups, len(result.hits) + 1))
-        elif reason is None and probability < threshold:
+        elif reason is None and table is None and probability < threshold:
             reason = (f"weak evidence: the passages hold the answer with probability "
                       f"{probability:.3f}, under {threshold:.3f}")
+        shown = len(result.hits)
+        tables = (tool_tables(reading, result.hits)
+                  if reason is None and self._answerer is not None
+                  and self._answerer.calls_tools else [])
+        if reason is None:
+            # The rows a table answer rests on, and those the tools may compute from, where
+            # the search did not offer them: offered for citation, not shown to the answerer.
+            rows = [*(r for s in table.sentences for r in s.rows)] if table is not None else []
+            rows += [r for t in tables for r in t.rows]
+            result.hits.extend(passage_hits(conn, unread_passages(
+                rows, {h.chunk_id for h in result.hits}), groups, len(result.hits) + 1))
         passages = [
             Passage(n=h.rank, content=h.content, **reference(h)) for h in result.hits
         ]
+        tools = (TableTools(tables, {h.chunk_id: h.rank for h in result.hits})
+                 if tables else None)
         return PreparedAnswer(result, passages, reason is None, reason, started, probability,
                               question, features, rule is not None,
-                              table if reason is None else None)
+                              table if reason is None else None, tools, shown)
 
     def answer(self, prepared: PreparedAnswer, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""
         if not prepared.evidence_found:
             return self.finish(prepared, _not_found(self.answerer), query_id)
-        if prepared.table is not None:
+        if prepared.table is not None and prepared.tools is None:
             return self.finish(prepared, _table_answer(prepared, prepared.table), query_id)
-        answer = answer_with_fallback(self.answerer, prepared.question, prepared.passages, log)
+        answer = answer_with_fallback(self.answerer, prepared.question, prepared.shown_passages,
+                                      log, prepared.tools, _ready_answer(prepared))
         return self.finish(prepared, answer, query_id)
 
     def stream(self, prepared: PreparedAnswer) -> NumberedStream:
@@ -195,11 +219,12 @@ class GroundedAnswers:
         (no model is called)."""
         if not prepared.evidence_found:
             return NumberedStream(KnownAnswer(_not_found(self.answerer)), prepared.offered)
-        if prepared.table is not None:
+        if prepared.table is not None and prepared.tools is None:
             return NumberedStream(KnownAnswer(_table_answer(prepared, prepared.table)),
                                   prepared.offered)
         return NumberedStream(
-            stream_with_fallback(self.answerer, prepared.question, prepared.passages, log),
+            stream_with_fallback(self.answerer, prepared.question, prepared.shown_passages,
+                                 log, prepared.tools, _ready_answer(prepared)),
             prepared.offered)
 
     def finish(self, prepared: PreparedAnswer, answer: Answer, query_id: str) -> AskResult:
@@ -213,9 +238,10 @@ class GroundedAnswers:
         cited = [(c, *by_n[c.passage]) for c in numbers]
         verified, warnings = verify(shown, [msgspec.structs.replace(p, n=c.n)
                                             for c, p, _ in cited])
-        if prepared.table is not None and shown.found:
-            warnings = check_table_answer(prepared.table, {p.chunk_id: p.content
-                                                           for _, p, _ in cited}, warnings)
+        tables = _table_answers(prepared, shown, {p.chunk_id for _, p, _ in cited})
+        if tables and shown.found:
+            warnings = check_table_answers(tables, {p.chunk_id: p.content for _, p, _ in cited},
+                                           warnings)
             verified = not warnings
         if prepared.reason:
             warnings = [*warnings, f"not found from retrieval evidence: {prepared.reason}"]
@@ -227,7 +253,7 @@ class GroundedAnswers:
             verified=verified,
             warnings=warnings,
             answerer=shown.answerer,
-            citations=[_citation(c, p, h, said, prepared.question, prepared.table)
+            citations=[_citation(c, p, h, said, prepared.question, tables)
                        for c, p, h in cited] if shown.found else [],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
         )
@@ -264,17 +290,30 @@ def _not_found(answerer: Answerer) -> Answer:
 
 
 def _citation(number: CitationNumber, passage: Passage, hit: SearchHit, said: list[Claim],
-              question: str, table: TableAnswer | None) -> Citation:
+              question: str, tables: list[TableAnswer]) -> Citation:
     """The citation [number.n] of an answer whose citing pieces are `said`, quoting what the
-    answer used of `passage` (and the cells of it a table answer rests on)."""
+    answer used of `passage` (and the cells of it the answer's tables rest on)."""
     quote = quote_passage(passage, [c.text for c in said if number.n in c.cites], question)
     return Citation(n=number.n, passage=number.passage, source_uri=hit.source_uri,
                     quote=quote.text, context_before=quote.before, context_after=quote.after,
-                    cells=cells_in(table, passage.chunk_id) if table is not None else [],
-                    **reference(passage))
+                    cells=cells_in(tables, passage.chunk_id), **reference(passage))
 
 
 def _table_answer(prepared: PreparedAnswer, table: TableAnswer) -> Answer:
     """A table's answer in the answer's form, citing the passages that hold its rows."""
     text = table_text(table, {p.chunk_id: p.n for p in prepared.passages})
     return Answer(text=text, found=True, cited=citations(text), answerer=TABLE_ANSWERER)
+
+
+def _ready_answer(prepared: PreparedAnswer) -> Answer | None:
+    """What answers if the LLM fails: the table's answer where a table answers."""
+    return _table_answer(prepared, prepared.table) if prepared.table is not None else None
+
+
+def _table_answers(prepared: PreparedAnswer, answer: Answer,
+                   cited: set[int]) -> list[TableAnswer]:
+    """What the answer states from tables: the table's answer where it is the answer (also as
+    an LLM's fallback), else the results of the LLM's tool calls that it cites the rows of."""
+    if answer.answerer.startswith(TABLE_ANSWERER):
+        return [prepared.table] if prepared.table is not None else []
+    return used_results(prepared.tools.results, cited) if prepared.tools is not None else []

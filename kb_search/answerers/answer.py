@@ -13,6 +13,7 @@ from typing import Protocol
 
 import msgspec
 
+from kb_core.chat_clients import Tool, ToolCall
 from kb_search.passage_reference import PassageRef
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "AnswererConfigError",
     "Claim",
     "Passage",
+    "Tools",
     "UnknownAnswererError",
     "answer_from_text",
     "citations",
@@ -61,16 +63,31 @@ class Claim(msgspec.Struct, frozen=True):
     cites: list[int]
 
 
+class Tools(Protocol):
+    """Computations an answerer that calls tools may ask for (the tables of the passages'
+    documents, kb_search/tables/tools.py): what the prompt says of them, their definitions,
+    and a call's result as the model reads it."""
+
+    definitions: list[Tool]
+
+    def described(self) -> str: ...
+
+    def call(self, call: ToolCall) -> str: ...
+
+
 class Answerer(Protocol):
     """What every answerer offers."""
 
     name: str
+    calls_tools: bool  # whether `tools` given to it are used (an LLM's) or not (extractive)
 
-    def answer(self, question: str, passages: list[Passage]) -> Answer:
-        """The answer to `question` from `passages` only."""
+    def answer(self, question: str, passages: list[Passage],
+               tools: Tools | None = None) -> Answer:
+        """The answer to `question` from `passages` only (and what `tools` return)."""
         ...
 
-    def stream(self, question: str, passages: list[Passage]) -> Iterator[str]:
+    def stream(self, question: str, passages: list[Passage],
+               tools: Tools | None = None) -> Iterator[str]:
         """Text deltas as generated; join them and pass the text to `finish`."""
         ...
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from kb_search.answerers.answer import NOT_FOUND, Answer, Passage, answer_from_text
+from kb_search.answerers.answer import NOT_FOUND, Answer, Passage, Tools, answer_from_text
 from kb_search.answerers.sentences import Sentence, choose_sentences
 
 __all__ = ["ExtractiveAnswerer"]
@@ -26,11 +26,14 @@ class ExtractiveAnswerer:
     """Quotes the sentences of the top passages that answer the question best."""
 
     name = "extractive"
+    calls_tools = False  # it quotes; it computes nothing
 
-    def answer(self, question: str, passages: list[Passage]) -> Answer:
+    def answer(self, question: str, passages: list[Passage],
+               tools: Tools | None = None) -> Answer:
         return self.finish("".join(self.stream(question, passages)))
 
-    def stream(self, question: str, passages: list[Passage]) -> Iterator[str]:
+    def stream(self, question: str, passages: list[Passage],
+               tools: Tools | None = None) -> Iterator[str]:
         chosen = choose_sentences(question, passages)
         if not chosen:
             yield NOT_FOUND

@@ -1,4 +1,5 @@
-"""Keep answering when an LLM fails: the extractive answer, labelled as a fallback in `answerer`.
+"""Keep answering when an LLM fails: the extractive answer (or the one the caller had ready, a
+table's), labelled as a fallback in `answerer`.
 
 For a streamed answer, what happens depends on when the provider fails:
 - before its first delta: the extractive answer is streamed instead, and nothing else is;
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from kb_search.answerers.answer import Answer, Answerer, Passage, citations
+from kb_search.answerers.answer import Answer, Answerer, Passage, Tools, citations
 from kb_search.answerers.extractive import ExtractiveAnswerer
 
 __all__ = ["INTERRUPTED", "StreamedAnswer", "answer_with_fallback", "stream_with_fallback"]
@@ -28,37 +29,44 @@ _EXTRACTIVE = ExtractiveAnswerer()
 
 
 def answer_with_fallback(
-    answerer: Answerer, question: str, passages: list[Passage], log: Log
+    answerer: Answerer, question: str, passages: list[Passage], log: Log,
+    tools: Tools | None = None, instead: Answer | None = None,
 ) -> Answer:
-    """The answerer's answer; on any failure of it, the extractive answer, labelled so."""
+    """The answerer's answer; on any failure of it, `instead` (else the extractive answer),
+    labelled so."""
     try:
-        return answerer.answer(question, passages)
+        return answerer.answer(question, passages, tools)
     # Deliberately broad: a provider fails in ways no list anticipates (network, HTTP status,
     # SDK validation, a reply we cannot read), and the question must still be answered. The
     # failure is logged in full; only its type reaches the caller (a message may hold URLs).
     except Exception as exc:  # noqa: BLE001
         _log_failure(log, answerer, exc, "")
-        fallback = _EXTRACTIVE.answer(question, passages)
-        return msgspec.structs.replace(fallback, answerer=_label(answerer, exc, ""))
+        fallback = instead or _EXTRACTIVE.answer(question, passages)
+        return msgspec.structs.replace(fallback, answerer=_label(fallback, answerer, exc, ""))
 
 
 def stream_with_fallback(
-    answerer: Answerer, question: str, passages: list[Passage], log: Log
+    answerer: Answerer, question: str, passages: list[Passage], log: Log,
+    tools: Tools | None = None, instead: Answer | None = None,
 ) -> StreamedAnswer:
-    """A stream of text deltas that falls back to the extractive answer; `.result()` after it."""
-    return StreamedAnswer(answerer, question, passages, log)
+    """A stream of text deltas that falls back to `instead` (else the extractive answer);
+    `.result()` after it."""
+    return StreamedAnswer(answerer, question, passages, log, tools, instead)
 
 
 class StreamedAnswer:
     """Iterate once for the text deltas; then `result()` is the final Answer."""
 
     def __init__(
-        self, answerer: Answerer, question: str, passages: list[Passage], log: Log
+        self, answerer: Answerer, question: str, passages: list[Passage], log: Log,
+        tools: Tools | None = None, instead: Answer | None = None,
     ) -> None:
         self._answerer = answerer
         self._question = question
         self._passages = passages
         self._log = log
+        self._tools = tools
+        self._instead = instead
         self._started = False
         self._result: Answer | None = None
 
@@ -78,7 +86,7 @@ class StreamedAnswer:
         streamed: list[str] = []
         deltas: Iterator[str] | None = None
         try:
-            deltas = iter(self._answerer.stream(self._question, self._passages))
+            deltas = iter(self._answerer.stream(self._question, self._passages, self._tools))
             for delta in deltas:
                 streamed.append(delta)
                 yield delta
@@ -94,8 +102,8 @@ class StreamedAnswer:
     def _fall_back(self, streamed: list[str], exc: Exception) -> Iterator[str]:
         when = " mid-stream" if streamed else ""
         _log_failure(self._log, self._answerer, exc, when)
-        fallback = _EXTRACTIVE.answer(self._question, self._passages)
-        label = _label(self._answerer, exc, when)
+        fallback = self._instead or _EXTRACTIVE.answer(self._question, self._passages)
+        label = _label(fallback, self._answerer, exc, when)
         if not streamed:
             yield fallback.text
             self._result = msgspec.structs.replace(fallback, answerer=label)
@@ -107,12 +115,12 @@ class StreamedAnswer:
                               answerer=label)
 
 
-def _label(answerer: Answerer, exc: Exception, when: str) -> str:
-    return f"extractive (fallback: {answerer.name} failed{when}: {type(exc).__name__})"
+def _label(fallback: Answer, answerer: Answerer, exc: Exception, when: str) -> str:
+    return f"{fallback.answerer} (fallback: {answerer.name} failed{when}: {type(exc).__name__})"
 
 
 def _log_failure(log: Log, answerer: Answerer, exc: Exception, when: str) -> None:
     log.warning(
-        "answerer %s failed%s (%s: %s); extractive answer used",
+        "answerer %s failed%s (%s: %s); fallback answer used",
         answerer.name, when, type(exc).__name__, exc,
     )

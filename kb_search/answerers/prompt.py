@@ -3,7 +3,9 @@
 Passage text and the question are untrusted. Each passage sits in its own <document> block and
 the question in a <question> block, with &, <, >, " and ' escaped, so a passage holding
 "</document>" or 「以前の指示を無視して…」 cannot close its block, open another or pass for an
-instruction; the system prompt tells the model that block contents are data.
+instruction; the system prompt tells the model that block contents are data. The tables an
+answer may compute from (kb_search/tables/tools.py) are described in a <tables> block between
+the documents and the question, escaped alike; TOOLS_PROMPT adds the rules of their tools.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from html import escape
 
 from kb_search.answerers.answer import NOT_FOUND, Passage
+from kb_search.tables.tools import TABLE_TOOL_RULES
 
-__all__ = ["SYSTEM_PROMPT", "build_user_message", "document_block"]
+__all__ = ["SYSTEM_PROMPT", "TOOLS_PROMPT", "build_user_message", "document_block"]
 
 SYSTEM_PROMPT = "\n".join([
     "あなたは社内文書を検索するアシスタントです。ユーザーメッセージの <document> ブロックに",
@@ -31,12 +34,16 @@ SYSTEM_PROMPT = "\n".join([
     "- 答えは短く、3文程度までにしてください。",
     f"- 文書に答えが書かれていない場合は、ほかに何も書かず「{NOT_FOUND}」とだけ答えてください。",
 ])
+TOOLS_PROMPT = f"{SYSTEM_PROMPT}\n{TABLE_TOOL_RULES}"
 
 
-def build_user_message(question: str, passages: list[Passage]) -> str:
-    """The escaped documents, one block per passage numbered by its citation n; the question."""
+def build_user_message(question: str, passages: list[Passage], tables: str = "") -> str:
+    """The escaped documents, one block per passage numbered by its citation n; the <tables>
+    block its tools compute from, if any; the question."""
     blocks = "\n".join(document_block(p) for p in passages)
-    return f"<documents>\n{blocks}\n</documents>\n\n<question>{escape(question)}</question>"
+    tables = f"{tables}\n\n" if tables else ""
+    return (f"<documents>\n{blocks}\n</documents>\n\n{tables}"
+            f"<question>{escape(question)}</question>")
 
 
 def document_block(passage: Passage) -> str:

@@ -90,15 +90,21 @@ class Mention:
 @dataclass(frozen=True)
 class Condition:
     """Rows kept for a count or an extreme: `column` equal to (or holding, for a listing) a
-    text, or bounded by a number."""
+    text, or bounded by a number or by the row's value in an `other` column (an LLM's tool
+    call, kb_search/tables/tools.py: 在庫数 < 発注点)."""
 
     column: int
     op: Literal["=", "has", ">=", "<=", "<", ">"]
-    text: str  # as the question writes it
+    text: str  # as the question (or the tool call) writes it
     number: Decimal | None = None
+    other: int | None = None
 
     def holds(self, cells: list[str]) -> bool:
         cell = cells[self.column] if self.column < len(cells) else ""
+        if self.other is not None:
+            value, bound = cell_number(cell), cell_number(cells[self.other])
+            return (value is not None and bound is not None
+                    and _COMPARISONS[self.op](value, bound))
         if self.number is not None:
             value = cell_number(cell)
             return value is not None and _COMPARISONS[self.op](value, self.number)
