@@ -190,18 +190,18 @@ class GroundedAnswers:
         if reason is None:
             # The rows a table answer rests on, and those the tools may compute from, where
             # the search did not offer them: offered for citation, not shown to the answerer.
-            rows = [*(r for s in table.sentences for r in s.rows)] if table is not None else []
+            rows = [r for s in table.sentences for r in s.rows] if table is not None else []
             rows += [r for t in tables for r in t.rows]
-            result.hits.extend(passage_hits(conn, unread_passages(
-                rows, {h.chunk_id for h in result.hits}), groups, len(result.hits) + 1))
+            if unread := unread_passages(rows, {h.chunk_id for h in result.hits}):
+                result.hits.extend(passage_hits(conn, unread, groups, len(result.hits) + 1))
         passages = [
             Passage(n=h.rank, content=h.content, **reference(h)) for h in result.hits
         ]
-        tools = (TableTools(tables, {h.chunk_id: h.rank for h in result.hits})
-                 if tables else None)
+        tools = TableTools(tables, {h.chunk_id: h.rank for h in result.hits})
         return PreparedAnswer(result, passages, reason is None, reason, started, probability,
                               question, features, rule is not None,
-                              table if reason is None else None, tools, shown)
+                              table if reason is None else None,
+                              tools if tools.tables else None, shown)
 
     def answer(self, prepared: PreparedAnswer, query_id: str) -> AskResult:
         """The whole answer; no model is called when retrieval found nothing relevant."""

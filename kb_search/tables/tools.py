@@ -92,7 +92,8 @@ class TableTools:
     definitions = DEFINITIONS
 
     def __init__(self, tables: list[StoredTable], numbers: dict[int, int]) -> None:
-        self.tables = tables
+        # A table is offered only with every row citable.
+        self.tables = [t for t in tables if all(r.chunk_id in numbers for r in t.rows)]
         self._numbers = numbers  # a row's passage (chunk id) -> the [n] it is offered under
         self.results: list[TableAnswer] = []
 

@@ -98,7 +98,8 @@ async def test_a_count_the_model_asks_a_tool_for_is_stated_cited_and_verified(
                                   headers=bearer(portal))).json()
     assert body["found"] and body["verified"], body["warnings"]
     assert body["answerer"] == "claude/claude-sonnet-4-5"
-    assert body["answer"].startswith("別表2 地域加算で加算額（1泊あたり）が2000のものは3件です。[1]")
+    assert body["answer"].startswith(
+        "別表2 地域加算で加算額（1泊あたり）が2000のものは3件です。[1]")
     [cited] = [c for c in body["citations"] if c["cells"]]
     assert cited["path"].endswith("出張旅費規程_別表_日当宿泊費.xlsx")
     assert [c["value"] for c in cited["cells"]] == ["2,000", "2,000", "2,000"]
