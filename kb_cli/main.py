@@ -107,12 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
                             help="also write the report as one self-contained HTML file")
 
     ask = _command(sub, "ask", "questions:run_ask", "a grounded answer with citations",
-                   ("kb ask \"有給休暇は何日前までに申請が必要ですか\" --groups all-employees",))
+                   ("kb ask \"有給休暇は何日前までに申請が必要ですか\" --groups all-employees",
+                    "kb ask \"半日単位でも取れる？\" --groups all-employees --follows QUERY_ID"))
     ask.add_argument("question")
     ask.add_argument("--groups", type=groups, required=True)
     ask.add_argument("--mode", choices=["auto", "flash", "deep"], default="auto",
                      help="auto: part by part when the question asks several things (default); "
                           "flash: whole; deep: part by part whenever it has parts")
+    ask.add_argument("--follows", metavar="QUERY_ID", default=None,
+                     help="the query_id of an earlier answer this user received with kb ask: "
+                          "the question follows it and is read in that conversation")
 
     backup = _command(sub, "backup", "backup:backup",
                       "back up the embedded installation to one file (both databases)",

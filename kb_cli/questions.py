@@ -13,13 +13,15 @@ from kb_cli.output import emit
 from kb_cli.progress_display import live_display
 from kb_core.callers import Caller
 from kb_core.settings import Settings
+from kb_eval.conversations import is_conversation_set, load_conversations, run_conversations
+from kb_eval.conversations import text_report as conversation_report
 from kb_eval.judge import make_judge
 from kb_eval.question_sets import load_questions
 from kb_eval.report.page import render_html
 from kb_eval.report.payload import json_payload
 from kb_eval.report.plain_text import text_report
 from kb_eval.run import run_question_set
-from kb_search import MODES, Stage, open_knowledge_base
+from kb_search import MODES, Stage, UnknownQueryError, open_knowledge_base
 
 __all__ = ["run_ask", "run_eval", "run_search"]
 
@@ -48,6 +50,8 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_eval(args: argparse.Namespace, settings: Settings) -> int:
+    if is_conversation_set(Path(args.file)):
+        return _run_conversations(args, settings)
     questions = load_questions(Path(args.file))
     # --answers alone measures answers only (its JSON is the answers report); with --mode too,
     # both, and the answers report is the "answers" key of the retrieval JSON.
@@ -71,23 +75,41 @@ def run_ask(args: argparse.Namespace, settings: Settings) -> int:
     # the answer alone.
     show_stages = not args.json and sys.stderr.isatty()
     with open_knowledge_base(settings, connections=1) as kb:
-        if show_stages:
-            for event in kb.questions.ask_events(_caller(args), args.question, mode=args.mode):
-                if isinstance(event, Stage):
-                    print(_stage_line(event), file=sys.stderr)
-            result = event
-        else:
-            result = kb.questions.ask(_caller(args), args.question, mode=args.mode)
+        try:
+            if show_stages:
+                for event in kb.questions.ask_events(_caller(args), args.question,
+                                                     mode=args.mode, follows=args.follows):
+                    if isinstance(event, Stage):
+                        print(_stage_line(event), file=sys.stderr)
+                result = event
+            else:
+                result = kb.questions.ask(_caller(args), args.question, mode=args.mode,
+                                          follows=args.follows)
+        except UnknownQueryError as exc:
+            print(f"kb ask: {exc}", file=sys.stderr)
+            return 1
 
     def human() -> None:
+        if result.asked_as != args.question:
+            print(f"（「{result.asked_as}」として検索しました）")
         print(result.answer)
         for c in result.citations:
             where = " ".join(x for x in (c.path, c.heading, c.page or "") if x)
             print(f"  [{c.n}] {where}")
         for warning in result.warnings:
             print(f"  warning: {warning}", file=sys.stderr)
+        print(f"  follow up: kb ask QUESTION --follows {result.query_id}", file=sys.stderr)
 
     emit(args, result, human)
+    return 0
+
+
+def _run_conversations(args: argparse.Namespace, settings: Settings) -> int:
+    """A set of conversations: each last turn asked as a follow-up, standalone and alone."""
+    conversations = load_conversations(Path(args.file))
+    with open_knowledge_base(settings) as kb, live_display(args):
+        report = run_conversations(kb, conversations, args.groups or ())
+    emit(args, report, lambda: print(conversation_report(report)))
     return 0
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "REPO_ROOT",
     "VARIABLES",
     "AnswererSettings",
+    "ConversationSettings",
     "DeepSettings",
     "EmbedderSettings",
     "EvalSettings",
@@ -121,6 +122,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_DEEP_TIMEOUT_S", "35",
              "seconds Deep mode searches parts for; then it answers with the parts it has and "
              "names the rest"),
+    Variable("KB_CONVERSATION_TURNS", "3",
+             "earlier turns a follow-up question (`follows`) is read with: their questions "
+             "and the passages they cited that the caller may still read"),
     Variable("KB_ANTHROPIC_MODEL", "`claude-sonnet-4-5`",
              "the Claude model answering, judging, (`KB_RERANK_LLM=claude`) reranking and "
              "(`KB_GRAPH_LLM=claude`) extracting entities"),
@@ -407,6 +411,18 @@ class DeepSettings:
 
 
 @dataclass(frozen=True)
+class ConversationSettings:
+    """Follow-up questions (KB_CONVERSATION_*)."""
+
+    turns: int = 3  # earlier turns a follow-up is read with
+
+    @classmethod
+    def read(cls, env: _Environment) -> ConversationSettings:
+        return cls(turns=int(env.number("KB_CONVERSATION_TURNS", cls.turns, whole=True,
+                                        positive=True)))
+
+
+@dataclass(frozen=True)
 class OcrSettings:
     """Reading scanned pages (KB_OCR_*): the limits checked before a page is rendered."""
 
@@ -558,6 +574,7 @@ class Settings:
     max_false_not_found: float = 0.01
     reranker: RerankerSettings = RerankerSettings()
     deep: DeepSettings = DeepSettings()
+    conversation: ConversationSettings = ConversationSettings()
     service: ServiceSettings = ServiceSettings()
     evaluation: EvalSettings = EvalSettings()
 
@@ -589,6 +606,7 @@ class Settings:
             max_false_not_found=env.share("KB_MAX_FALSE_NOT_FOUND", cls.max_false_not_found),
             reranker=RerankerSettings.read(env, providers),
             deep=DeepSettings.read(env),
+            conversation=ConversationSettings.read(env),
             service=ServiceSettings.read(env),
             evaluation=EvalSettings.read(env),
         )

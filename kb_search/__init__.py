@@ -55,7 +55,7 @@ from kb_search.operations import (
     Operations,
 )
 from kb_search.passage_reference import PassageRef, ReadByOcr, reference
-from kb_search.query_log import QueryLog
+from kb_search.query_log import QueryLog, UnknownQueryError
 from kb_search.questions import Assessment, Questions
 from kb_search.search import MODES, Mode, Ranks, SearchHit, SearchResult
 from kb_search.sources import (
@@ -123,6 +123,7 @@ __all__ = [
     "StaleDocument",
     "UncitedDocument",
     "UnknownCorrectionError",
+    "UnknownQueryError",
     "open_knowledge_base",
     "public",
     "quoted_passage",

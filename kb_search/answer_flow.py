@@ -24,6 +24,7 @@ from kb_core.read_routing import ReadRouter
 from kb_core.settings import DeepSettings
 from kb_search.answerers.numbering import AnswerDelta, NumberedStream, renumber
 from kb_search.entity_cards import entities_in
+from kb_search.follow_ups import EarlierTurn, continues, in_context
 from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
 from kb_search.part_answers import (
     answer_parts,
@@ -33,15 +34,16 @@ from kb_search.part_answers import (
     passages_per_part,
 )
 from kb_search.passage_reference import PassageRef, reference
-from kb_search.query_log import QueryLog
+from kb_search.query_log import LoggedTurn, QueryLog
 from kb_search.question_parts import QuestionPart, QuestionSplit, refers_back, split_question
-from kb_search.search import SearchResult
+from kb_search.search import SearchResult, passage_hits
 
 __all__ = [
     "ASK_MODES",
     "AnswerEvent",
     "AnswerFlow",
     "AskMode",
+    "Conversation",
     "OfferedPassage",
     "OfferedPassages",
     "Stage",
@@ -88,6 +90,14 @@ class Stage(msgspec.Struct, omit_defaults=True):
     hits: int | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Conversation:
+    """The answer a question follows, and the earlier turns it ends (the oldest first)."""
+
+    follows: str
+    turns: list[EarlierTurn]
+
+
 # The stages of the work, the passages offered, then the answer's text piece by piece, then
 # the answer itself (verified, logged), which is authoritative.
 AnswerEvent = Stage | OfferedPassages | AnswerDelta | AskResult
@@ -104,12 +114,18 @@ class AnswerFlow:
         self._deep = deep
 
     def events(self, caller: Caller, question: str, mode: AskMode, versions: list[int], *,
-               streamed: bool, log: bool = True) -> Iterator[AnswerEvent]:
+               streamed: bool, log: bool = True, history: Conversation | None = None
+               ) -> Iterator[AnswerEvent]:
         """The events of one answer, the index version of each read appended to `versions`;
         unless `streamed`, an LLM writes the answer whole (no deltas); with `log`, the answer
-        is written to the query log before it is yielded."""
+        is written to the query log before it is yielded. A question that follows earlier
+        turns (`history`) is read in their context first, and answered as it is read."""
         query_id = str(uuid.uuid4())
-        split = self._split(question, mode)
+        read = None  # a follow-up's reading, retrieved while it was judged
+        if history is not None and history.turns:
+            read = self._read_in_context(caller, question, history.turns, versions)
+        asked = read.question if read is not None else question
+        split = self._split(asked, mode)
         warnings = ([f"the question asks {split.over_limit} things, more than "
                      f"KB_DEEP_MAX_PARTS={self._deep.max_parts}: answered as one question"]
                     if split.over_limit else [])
@@ -119,8 +135,10 @@ class AnswerFlow:
             # cells, whole; otherwise the parts are searched as always. Items compared in
             # words the table cannot compute (「納入後12か月」 against 「18か月」) are left to
             # the parts' comparison.
-            version, whole = self.retrieve(caller, question)
-            versions.append(version)
+            if read is None:
+                version, read = self.retrieve(caller, asked)
+                versions.append(version)
+            whole = read
             if whole.table is None or (split.compares and whole.table.question is not None
                                        and whole.table.question.kind != "comparison"):
                 whole = None
@@ -136,16 +154,18 @@ class AnswerFlow:
                     yield _plan(split)
                     yield from stages
                 yield Stage("answer")
-                result = yield from self._parts_answer(question, split, retrieved, query_id,
+                result = yield from self._parts_answer(asked, split, retrieved, query_id,
                                                        streamed)
                 yield self._finished(caller, question, mode, result, _parts_hits(retrieved),
-                                     log)
+                                     log, history)
                 return
         yield Stage("plan", parts=[])
         if whole is not None:
             prepared = whole
+        elif read is not None:
+            prepared = read
         else:
-            version, prepared = self.retrieve(caller, question)
+            version, prepared = self.retrieve(caller, asked)
             versions.append(version)
         if split.multi and whole is None:  # the parts searched first count in the answer's time
             prepared.started = min([prepared.started,
@@ -159,7 +179,7 @@ class AnswerFlow:
         else:
             result = self._grounded.answer(prepared, query_id)
         result.warnings.extend(warnings)
-        yield self._finished(caller, question, mode, result, prepared.search, log)
+        yield self._finished(caller, question, mode, result, prepared.search, log, history)
 
     def retrieve(self, caller: Caller, question: str,
                  carried: list[Entity] | None = None) -> tuple[int, PreparedAnswer]:
@@ -182,6 +202,24 @@ class AnswerFlow:
                     conn, question, list(caller.groups), question_vector, beside)
 
         return self._reads.run_paired(read)
+
+    def _read_in_context(self, caller: Caller, question: str, turns: list[EarlierTurn],
+                         versions: list[int]) -> PreparedAnswer:
+        """A follow-up's passages, read in the conversation's context or alone, whichever the
+        evidence favours: a question that points back keeps its reading in context when that
+        finds evidence at least as strong as the question alone; any other question is
+        answered alone when alone it finds evidence (a change of topic costs nothing)."""
+        reading = in_context(question, turns)
+        version, alone = self.retrieve(caller, question)
+        versions.append(version)
+        if reading is None or (alone.evidence_found and not continues(question)):
+            return alone
+        version, read = self.retrieve(caller, reading)
+        versions.append(version)
+        if read.evidence_found and (not alone.evidence_found
+                                    or read.answerability >= alone.answerability):
+            return read
+        return alone
 
     def _split(self, question: str, mode: AskMode) -> QuestionSplit:
         if mode == "flash":
@@ -228,15 +266,34 @@ class AnswerFlow:
                                        comparison=stream.comparison)
 
     def _finished(self, caller: Caller, question: str, mode: AskMode, result: AskResult,
-                  hits: SearchResult, log: bool) -> AskResult:
+                  hits: SearchResult, log: bool, history: Conversation | None) -> AskResult:
         """The answer with the entities it names linked; logged with the passages retrieved
-        for it (`hits`) unless not `log`."""
+        for it (`hits`) and the answer it follows unless not `log`."""
         if result.found:
             result.entities = self._reads.run(
                 lambda conn: entities_in(conn, result.answer, list(caller.groups)))
         if log:
-            self._query_log.record(caller, question, mode, result, hits, cached=False)
+            self._query_log.record(caller, question, mode, result, hits, cached=False,
+                                   follows=history.follows if history is not None else None)
         return result
+
+    def conversation(self, caller: Caller, follows: str, turns: int) -> Conversation:
+        """The earlier turns of the conversation the answer `follows` ends (UnknownQueryError
+        when the caller received no such answer)."""
+        logged = self._query_log.conversation(caller, follows, turns)
+        return self.conversation_of(caller, follows, list(reversed(logged)))
+
+    def conversation_of(self, caller: Caller, follows: str,
+                        logged: list[LoggedTurn]) -> Conversation:
+        """Turns as a conversation, the oldest first, each with the passages it cited that the
+        caller may read now (a passage of a group the caller has lost is dropped here)."""
+        cited = [c for turn in logged for c in turn.cited_chunks]
+        readable = {h.chunk_id: h for h in self._reads.run(
+            lambda conn: passage_hits(conn, cited, list(caller.groups), 1))} if cited else {}
+        return Conversation(follows, [
+            EarlierTurn(turn.question, turn.asked_as,
+                        [readable[c] for c in turn.cited_chunks if c in readable])
+            for turn in logged])
 
 
 def index_version(conn: psycopg.Connection) -> int:

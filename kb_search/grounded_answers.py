@@ -105,6 +105,9 @@ class AskResult(msgspec.Struct):
     # The codes, 規程 and departments the answer names that the caller's passages name too:
     # each links to its card (GET /v1/entities/{id}).
     entities: list[EntityLink] = []
+    # The question as searched: a follow-up read with the conversation's topic
+    # (kb_search/follow_ups.py), else the question as asked.
+    asked_as: str = ""
 
 
 @dataclass
@@ -256,6 +259,7 @@ class GroundedAnswers:
             citations=[_citation(c, p, h, said, prepared.question, tables)
                        for c, p, h in cited] if shown.found else [],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
+            asked_as=prepared.question,
         )
 
 

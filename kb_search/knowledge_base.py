@@ -110,7 +110,7 @@ def open_knowledge_base(settings: Settings, *, connections: int = 2,
     return KnowledgeBase(
         [*(r.pool for r in replicas), pool],
         questions=Questions(grounded, reads, AnswerFlow(grounded, reads, query_log, settings.deep),
-                            query_log),
+                            query_log, settings.conversation.turns),
         query_log=query_log,
         sources=Sources(pool, reads),
         corrections=Corrections(pool, searcher.embedder_for),

@@ -4,6 +4,9 @@ the primary: a replica cannot be written."""
 
 from __future__ import annotations
 
+import uuid
+from typing import NamedTuple
+
 import msgspec
 from psycopg_pool import ConnectionPool
 
@@ -13,7 +16,23 @@ from kb_core.query_log_retention import purge_query_log
 from kb_search.grounded_answers import AskResult
 from kb_search.search import SearchResult
 
-__all__ = ["QueryLog"]
+__all__ = ["LoggedTurn", "QueryLog", "UnknownQueryError"]
+
+
+_UNKNOWN = ("follows names no answer this caller received (or one the query log has purged): "
+            "ask the question on its own")
+
+
+class UnknownQueryError(LookupError):
+    """An answer the caller did not receive: never given, purged, or another caller's."""
+
+
+class LoggedTurn(NamedTuple):
+    """An earlier turn of a conversation as the log keeps it."""
+
+    question: str
+    asked_as: str
+    cited_chunks: list[int]
 
 
 class QueryLog:
@@ -23,9 +42,10 @@ class QueryLog:
         self._pool = pool
 
     def record(self, caller: Caller, question: str, mode: str, result: AskResult,
-               hits: SearchResult | None, cached: bool) -> None:
+               hits: SearchResult | None, cached: bool, follows: str | None = None) -> None:
         """Log an answer given to `caller`, with the passages retrieved for it (`hits`; None
-        for a cached answer, which retrieved nothing this time and records what it cites)."""
+        for a cached answer, which retrieved nothing this time and records what it cites) and
+        the answer it follows in a conversation."""
         retrieved = ([{"chunk_id": h.chunk_id, "path": h.path, "score": h.score}
                       for h in hits.hits] if hits
                      else [{"chunk_id": c.chunk_id, "path": c.path} for c in result.citations])
@@ -41,6 +61,9 @@ class QueryLog:
                 "answerer": result.answerer, "hits": msgspec.json.encode(retrieved).decode(),
                 "latency_ms": result.took_ms, "cached": cached, "mode": mode,
                 "parts": None if parts is None else msgspec.json.encode(parts).decode(),
+                "follows": follows,
+                "asked_as": result.asked_as if result.asked_as != question else None,
+                "cited_chunks": [c.chunk_id for c in result.citations if not c.learned_fact],
             })
             conn.execute(query("log_citations"), {"id": result.query_id, "uris": cited})
 
@@ -53,6 +76,22 @@ class QueryLog:
                 "caller_kind": caller.kind, "caller_subject": caller.subject,
             }).fetchone()
         return row is not None
+
+    def conversation(self, caller: Caller, follows: str, turns: int) -> list[LoggedTurn]:
+        """The turns of the caller's conversation that the answer `follows` ends, the latest
+        first, at most `turns`; UnknownQueryError when the caller received no such answer
+        (never given, purged, or another caller's: one and the same)."""
+        try:
+            follows = str(uuid.UUID(follows))
+        except ValueError:
+            raise UnknownQueryError(_UNKNOWN) from None
+        with self._pool.connection() as conn:
+            rows = conn.execute(query("conversation"), {
+                "id": follows, "caller_kind": caller.kind, "caller_subject": caller.subject,
+                "turns": turns}).fetchall()
+        if not rows:
+            raise UnknownQueryError(_UNKNOWN)
+        return [LoggedTurn(question, asked_as, list(cited)) for question, asked_as, cited in rows]
 
     def recent_questions(self, caller: Caller, limit: int = 10) -> list[str]:
         """The caller's own latest distinct questions, newest first (the query log's, so

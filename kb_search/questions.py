@@ -15,9 +15,15 @@ import msgspec
 from kb_core.callers import Caller
 from kb_core.read_routing import ReadRouter
 from kb_search.answer_cache import AnswerCache
-from kb_search.answer_flow import AnswerEvent, AnswerFlow, AskMode, index_version
+from kb_search.answer_flow import (
+    AnswerEvent,
+    AnswerFlow,
+    AskMode,
+    Conversation,
+    index_version,
+)
 from kb_search.grounded_answers import AskResult, GroundedAnswers
-from kb_search.query_log import QueryLog
+from kb_search.query_log import LoggedTurn, QueryLog
 from kb_search.search import Mode, SearchResult
 
 __all__ = ["Assessment", "Questions"]
@@ -38,12 +44,13 @@ class Questions:
     """Search and answers; answers are logged and kept in the answer cache."""
 
     def __init__(self, grounded: GroundedAnswers, reads: ReadRouter, flow: AnswerFlow,
-                 query_log: QueryLog) -> None:
+                 query_log: QueryLog, conversation_turns: int = 3) -> None:
         self._grounded = grounded
         self._reads = reads
         self._flow = flow
         self._query_log = query_log
         self._cache = AnswerCache()
+        self._turns = conversation_turns  # KB_CONVERSATION_TURNS
 
     def search(self, caller: Caller, question: str, k: int = 10,
                mode: Mode = "hybrid") -> SearchResult:
@@ -55,30 +62,61 @@ class Questions:
         return result
 
     def ask(self, caller: Caller, question: str, *, mode: AskMode = "auto",
-            use_cache: bool = True) -> AskResult:
+            use_cache: bool = True, follows: str | None = None) -> AskResult:
         """An answer, logged; with `use_cache`, from the answer cache while the index has not
-        changed since it was given."""
+        changed since it was given. A question that `follows` an answer the caller received
+        (its query_id) is read in that conversation's context; UnknownQueryError when the
+        caller received no such answer. A follow-up is never served from the cache nor kept
+        in it: its words mean what its conversation makes them mean."""
+        history = self._conversation(caller, follows)
         key = AnswerCache.key(question, caller.groups, self._grounded.answerer.name, mode)
-        if use_cache and (cached := self._cache.get(key, self._reads.run(index_version))):
+        if (use_cache and history is None
+                and (cached := self._cache.get(key, self._reads.run(index_version)))):
             result = msgspec.structs.replace(cached, query_id=str(uuid.uuid4()))
             self._query_log.record(caller, question, mode, result, None, cached=True)
             return result
         versions: list[int] = []
-        *_, result = self._flow.events(caller, question, mode, versions, streamed=False)
+        *_, result = self._flow.events(caller, question, mode, versions, streamed=False,
+                                       history=history)
         assert isinstance(result, AskResult)
-        # The oldest index version a part was read at: a change after it retires the answer.
-        self._cache.put(key, min(versions), result)
+        if history is None:
+            # The oldest index version a part was read at: a change after it retires it.
+            self._cache.put(key, min(versions), result)
         return result
 
     def ask_events(self, caller: Caller, question: str, *, mode: AskMode = "auto",
-                   use_cache: Literal[False] = False) -> Iterator[AnswerEvent]:
+                   use_cache: Literal[False] = False,
+                   follows: str | None = None) -> Iterator[AnswerEvent]:
         """The answer as it is worked out and written: its stages, the passages offered, the
         text's deltas (each with the citation numbers it uses first), then the answer,
         verified and logged once the iterator is exhausted. Always answered afresh
         (`use_cache` can only be False): a cached answer has no stages or deltas to show.
-        Closing the iterator early stops the work (a part not yet searched is not)."""
+        Closing the iterator early stops the work (a part not yet searched is not). The
+        conversation `follows` names is read before the first event (UnknownQueryError)."""
         del use_cache  # stated at the call, so no door assumes a cached stream
-        return self._flow.events(caller, question, mode, [], streamed=True)
+        history = self._conversation(caller, follows)
+        return self._flow.events(caller, question, mode, [], streamed=True, history=history)
+
+    def assess_follow_up(self, caller: Caller, earlier: list[str], question: str, *,
+                         mode: AskMode = "auto") -> AskResult:
+        """The answer to `question` asked after the `earlier` questions in one conversation,
+        each answered in turn: for evaluation, so neither cached nor logged (the conversation
+        is held here, as the log would hold it)."""
+        logged: list[LoggedTurn] = []
+        for asked in [*earlier, question]:
+            history = (self._flow.conversation_of(caller, "", logged[-self._turns:])
+                       if logged else None)
+            *_, result = self._flow.events(caller, asked, mode, [], streamed=False, log=False,
+                                           history=history)
+            assert isinstance(result, AskResult)
+            logged.append(LoggedTurn(asked, result.asked_as,
+                                     [c.chunk_id for c in result.citations
+                                      if not c.learned_fact]))
+        return result
+
+    def _conversation(self, caller: Caller, follows: str | None) -> Conversation | None:
+        return (self._flow.conversation(caller, follows, self._turns)
+                if follows is not None else None)
 
     def assess(self, caller: Caller, question: str, *, mode: AskMode = "auto",
                answer: bool = True) -> Assessment:

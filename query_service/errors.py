@@ -15,7 +15,12 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 
 from kb_core.embeddings import UnknownEmbedderError
-from kb_search import ChangedOriginalError, CorrectionError, UnknownCorrectionError
+from kb_search import (
+    ChangedOriginalError,
+    CorrectionError,
+    UnknownCorrectionError,
+    UnknownQueryError,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -193,6 +198,8 @@ EXCEPTION_HANDLERS = {
     CorrectionError: _refused(400, "invalid_correction"),
     # A correction the reviewer may not read looks like one that does not exist.
     UnknownCorrectionError: _refused(404, "not_found"),
+    # An answer another caller received looks like one never given, or purged.
+    UnknownQueryError: _refused(404, "unknown_query"),
     ChangedOriginalError: _refused(409, "document_changed"),
     Exception: _unexpected,
 }

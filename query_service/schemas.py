@@ -78,6 +78,9 @@ class AskRequest(RequestBody):
     # auto: part by part when the question asks several things; flash: whole; deep: part by
     # part whenever it has parts (kb_search AskMode)
     mode: Literal["auto", "flash", "deep"] = "auto"
+    # The query_id of an earlier answer this caller received: the question follows it and is
+    # read in that conversation's context.
+    follows: uuid.UUID | None = None
 
 
 class FeedbackRequest(RequestBody):

@@ -3,7 +3,7 @@ an answer and the caller's recent questions."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -19,7 +19,6 @@ from kb_core.callers import Caller
 from kb_search import (
     AnswerDelta,
     AnswerEvent,
-    AskMode,
     AskResult,
     OfferedPassages,
     QueryLog,
@@ -100,10 +99,15 @@ class QuestionsController(Controller):
                   questions: Questions, state: State) -> Response[AskResult]:
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
         question = state.question_limit.check(data.question, "question")
+        follows = str(data.follows) if data.follows is not None else None
         if data.stream:
-            return ServerSentEvent(_answer_events(questions, caller, question, data.mode))
+            # The conversation is read before the stream starts: an unknown `follows` is a 404,
+            # not an error event after a 200.
+            events = await anyio.to_thread.run_sync(lambda: questions.ask_events(
+                caller, question, mode=data.mode, follows=follows))
+            return ServerSentEvent(_answer_events(events))
         return Response(public(await anyio.to_thread.run_sync(
-            lambda: questions.ask(caller, question, mode=data.mode))))
+            lambda: questions.ask(caller, question, mode=data.mode, follows=follows))))
 
     @post("/feedback", operation_id="feedback", status_code=200, responses=ERROR_RESPONSES)
     async def feedback(self, data: Annotated[FeedbackRequest, CLOSED], caller: Caller,
@@ -122,11 +126,10 @@ class QuestionsController(Controller):
                                                               caller))
 
 
-async def _answer_events(questions: Questions, caller: Caller, question: str,
-                         mode: AskMode) -> AsyncIterator[ServerSentEventMessage]:
+async def _answer_events(events: Iterator[AnswerEvent]
+                         ) -> AsyncIterator[ServerSentEventMessage]:
     """The engine's answer events as Server-Sent Events, each taken in a worker thread. A
     client that goes away stops the work: its parts not yet searched never are."""
-    events = questions.ask_events(caller, question, mode=mode)
     try:
         while (event := await anyio.to_thread.run_sync(next, events, None)) is not None:
             yield _message(event)

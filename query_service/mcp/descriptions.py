@@ -53,13 +53,17 @@ TOOLS: dict[str, ToolText] = {
         "質問に、社内文書だけを根拠とした短い回答を返します。回答中の [n] は citations の n に"
         "対応し、各出典に path、title、heading、page と引用 quote が付きます。文書に答えがなけ"
         "れば found は false で、answer は「該当する記載が見つかりませんでした。」そのものです。"
-        "その場合、推測で補わずにそのまま伝えてください。query_id は feedback に使います。\n"
+        "その場合、推測で補わずにそのまま伝えてください。query_id は feedback に使います。"
+        "続きの質問（「それは誰に出すの？」）は follows に直前の query_id を渡すと、その会話の"
+        "話題で検索され、asked_as に検索した質問が返ります。\n"
         f"{_FENCING_JA}\n\n"
         "A short answer to the question, grounded only in the internal documents the caller "
         "may read. Each [n] in the answer is the citation with that n, which gives path, title, "
         "heading, page and the quoted text used. When the documents do not answer it, `found` "
         "is false and `answer` is exactly 「該当する記載が見つかりませんでした。」 (nothing "
-        "relevant was found): relay that, do not guess. Pass `query_id` to feedback.\n"
+        "relevant was found): relay that, do not guess. Pass `query_id` to feedback. For a "
+        "follow-up question (「それは誰に出すの？」), pass the previous `query_id` as `follows`: "
+        "it is searched with that conversation's topic, and `asked_as` says how.\n"
         f"{_FENCING_EN}"),
     "get_document": ToolText(
         "文書の該当箇所と前後 / A passage and its neighbours",

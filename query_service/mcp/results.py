@@ -52,6 +52,9 @@ Text = Annotated[str, msgspec.Meta(min_length=1, pattern=r"[^\s\x00-\x1f\x7f-\x9
 Id = Annotated[int, msgspec.Meta(ge=1)]
 
 
+_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
 class SearchArguments(msgspec.Struct, forbid_unknown_fields=True):
     query: Annotated[Text, msgspec.Meta(description="検索語や質問 / search terms or a question")]
     k: Annotated[int, msgspec.Meta(ge=1, le=50, description="返す箇所の数 / passages "
@@ -69,6 +72,10 @@ class AskArguments(msgspec.Struct, forbid_unknown_fields=True):
                     "question asks several things; flash: 一つの質問として / as one question; "
                     "deep: 部分があれば常に部分ごとに / part by part whenever it has parts"
     )] = "auto"
+    follows: Annotated[str, msgspec.Meta(
+        pattern=_UUID,
+        description="続きの質問なら、直前の ask の結果の query_id / for a follow-up question, "
+                    "the query_id of the ask it follows")] | None = None
 
 
 class DocumentArguments(msgspec.Struct, forbid_unknown_fields=True):
@@ -86,7 +93,7 @@ class EntityArguments(msgspec.Struct, forbid_unknown_fields=True):
 
 class FeedbackArguments(msgspec.Struct, forbid_unknown_fields=True):
     query_id: Annotated[str, msgspec.Meta(
-        pattern=r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+        pattern=_UUID,
         description="ask の結果の query_id / the query_id ask returned")]
     helpful: Annotated[bool, msgspec.Meta(description="役に立ったか / whether it helped")]
     comment: Annotated[str, msgspec.Meta(max_length=4000)] | None = None
@@ -124,6 +131,7 @@ class Answer(msgspec.Struct):
     found: bool
     verified: bool
     citations: list[NumberedCitation]
+    asked_as: str  # the question as searched: a follow-up read with its conversation's topic
 
 
 class NeighbourPassage(msgspec.Struct):
@@ -216,7 +224,8 @@ def answer_of(result: AskResult) -> Answer:
         query_id=result.query_id, answer=result.answer, found=result.found,
         verified=result.verified,
         citations=[NumberedCitation(n=c.n, quote=quoted_passage(c.n, c, c.quote), **reference(c))
-                   for c in result.citations])
+                   for c in result.citations],
+        asked_as=result.asked_as)
 
 
 def document_passages_of(view: DocumentView) -> DocumentPassages:

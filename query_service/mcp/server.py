@@ -28,7 +28,7 @@ from mcp.shared.exceptions import McpError
 from pydantic import AnyUrl
 
 from kb_core.callers import Caller
-from kb_search import KnowledgeBase
+from kb_search import KnowledgeBase, UnknownQueryError
 from query_service.errors import QuestionTooLongError
 from query_service.hostile_input import storable
 from query_service.limits import QuestionLimit
@@ -98,8 +98,12 @@ class _KnowledgeTools:
     async def ask(self, caller: Caller, args: results.AskArguments) -> results.Answer:
         # Logged by the face with the caller's kind and subject, as an answer over /v1 is.
         question = self._checked(args.question, "question")
-        return results.answer_of(await anyio.to_thread.run_sync(
-            lambda: self.kb.questions.ask(caller, question, mode=args.mode)))
+        try:
+            return results.answer_of(await anyio.to_thread.run_sync(
+                lambda: self.kb.questions.ask(caller, question, mode=args.mode,
+                                              follows=args.follows)))
+        except UnknownQueryError as exc:
+            raise ToolRefusal(str(exc)) from None
 
     async def get_document(self, caller: Caller,
                            args: results.DocumentArguments) -> results.DocumentPassages:

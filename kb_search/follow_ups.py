@@ -1,0 +1,100 @@
+"""Follow-up questions, read offline in the context of the conversation they continue.
+
+A conversation is a chain of answers a caller received (the query log's `follows`). A question
+that follows one is read with up to KB_CONVERSATION_TURNS earlier turns: their questions as
+searched, and the passages they cited that the caller may still read (a passage of a group the
+caller has since lost is neither used nor named).
+
+Its reading in context is the question with the earlier turns' topic put before it:
+「年次有給休暇・申請について、半日単位でも取れる？」. The topic of a turn is the codes it asked
+about and the words of its question that name the passages it cited (their document's title or
+heading: 年次有給休暇 of 「第22条（年次有給休暇の申請）」), then those their text writes; when
+none of them is readable any more, the first word it asked about. A question naming a code of
+its own asks about it instead of the earlier codes. Whether the reading is kept is judged by
+outcome (kb_search/answer_flow.py): a question that points back (それ, その, じゃあ…) or is an
+ellipsis (「部長なら？」) keeps it when it finds evidence at least as strong as the question
+alone; any other question is answered alone when alone it finds evidence, so a change of topic
+costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import msgspec
+
+from kb_core.keywords import normalize
+from kb_search.search import SearchHit
+
+__all__ = ["EarlierTurn", "continues", "in_context", "topic"]
+
+# A question that points back at what was said, or opens as a turn of a conversation does.
+_POINTS_BACK = re.compile(r"それ|その|そこ|そちら|こちら|この|これ|あれ|あの|同じ|前述|上記|当該")
+_OPENING = r"(?:じゃあ|じゃ|では|それでは|それなら|なら|だったら|ちなみに|あと|また)[、,]?"
+_OPENS = re.compile(f"^{_OPENING}")
+# What a question says before what it asks, when it points back: dropped from the reading.
+_POINTER = re.compile(rf"^(?:{_OPENING})?(?:(?:それ|これ|あれ|そこ|そちら|こちら)"
+                      r"(?:って|には|とは|では|にも|は|が|を|で|の|に|も|なら)?"
+                      r"|その|この|あの|同じ|当該)?[、,]?")
+# A question cut short after what it changes: 「部長なら？」「社外の人との打合せだったら？」.
+_CONDITIONAL = re.compile(r"(?:だったら|なら|場合は|場合|では|だと)[?？]?$")
+_TOPIC_ONLY = re.compile(r"は[?？]$")
+_ELLIPSIS_LENGTH = 20
+_WORD = re.compile(r"[0-9A-Za-z一-龥々〆ヵヶァ-ヴー][0-9A-Za-z一-龥々〆ヵヶァ-ヴー\-]+")
+_CODE = re.compile(r"[A-Za-z]{1,6}-?\d{2,}(?:-\d+)*")
+_ASKING = re.compile(r"^(?:何|誰|どこ|いつ|どの|どう|どんな|なぜ|いくら|いくつ)")
+_TOPIC_WORDS = 3  # at most: enough to name a topic, too few to outweigh the question
+
+
+class EarlierTurn(msgspec.Struct, frozen=True):
+    """A turn the question follows: what was asked, what it was searched as, and the passages
+    its answer cited that the caller may read now."""
+
+    question: str
+    asked_as: str
+    cited: list[SearchHit]
+
+
+def continues(question: str) -> bool:
+    """Whether a question points back at the conversation (それ, その, この…), opens as a
+    turn of one does (じゃあ, では, なら…), or is an ellipsis that asks nothing of its own
+    (「管理職だったら？」「子どもが2人いる場合は？」)."""
+    text = unicodedata.normalize("NFKC", question).strip()
+    if _POINTS_BACK.search(text) or _OPENS.match(text):
+        return True
+    if len(text) > _ELLIPSIS_LENGTH:
+        return False
+    # 「〜は？」 is an ellipsis unless it names a code (「ZP-2041の保証期間は？」 is a question).
+    return bool(_CONDITIONAL.search(text) or _TOPIC_ONLY.search(text) and not _CODE.search(text))
+
+
+def topic(turn: EarlierTurn) -> list[str]:
+    """What a turn asked about: its codes, the words of its question that name a passage it
+    cited (its title or heading), then those the passages write; else its first word."""
+    asked = unicodedata.normalize("NFKC", turn.asked_as)
+    codes = _CODE.findall(asked)
+    words = [w for w in _WORD.findall(_CODE.sub(" ", asked)) if not _ASKING.match(w)]
+    named = normalize(" ".join(f"{h.title} {h.heading}" for h in turn.cited))
+    written = normalize(" ".join(h.content for h in turn.cited))
+    naming = [w for w in words if normalize(w) in named]
+    naming += [w for w in words if normalize(w) in written and w not in naming]
+    return list(dict.fromkeys([*codes, *(naming or words[:1])]))
+
+
+def in_context(question: str, history: list[EarlierTurn]) -> str | None:
+    """The question with the earlier turns' topic put before it (the latest turn's first),
+    what it points back with dropped; None when the turns name nothing the question does not
+    already say."""
+    text = unicodedata.normalize("NFKC", question).strip()
+    said = normalize(text)
+    # A question naming a code of its own asks about it instead of the earlier turns' codes
+    # (「じゃあZP-2045は？」 after ZP-2041).
+    replaced = bool(_CODE.search(text))
+    words = [w for turn in reversed(history) for w in topic(turn)
+             if normalize(w) not in said and not (replaced and _CODE.fullmatch(w))]
+    words = list(dict.fromkeys(words))[:_TOPIC_WORDS]
+    if not words:
+        return None
+    rest = _POINTER.sub("", question.strip(), count=1).strip() or question.strip()
+    return f"{'・'.join(words)}について、{rest}"

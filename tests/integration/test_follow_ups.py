@@ -1,0 +1,129 @@
+"""Follow-up questions over HTTP: `follows` names an earlier answer of the same caller, and the
+question is read in that conversation's context (kb_search/follow_ups.py). The real app and
+database with the samples indexed by the real embedder; employees sign in with JWTs whose
+groups may change between turns."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from litestar.testing import AsyncTestClient
+
+from kb_core.database import connect
+from tests.integration.test_service import bearer, employee_jwt, make_client
+
+pytestmark = pytest.mark.anyio
+
+LEAVE = "年次有給休暇は何日前までに申請が必要ですか"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def signing_key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture
+def jwks(tmp_path: Path, signing_key) -> Path:
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig"}]}))
+    return path
+
+
+@pytest.fixture
+async def client(sample_index_url, jwks) -> AsyncIterator[AsyncTestClient]:
+    async with make_client(sample_index_url, jwks) as c:
+        yield c
+
+
+async def ask(client: AsyncTestClient, token: str, question: str,
+              follows: str | None = None) -> dict:
+    body = {"question": question} | ({"follows": follows} if follows else {})
+    response = await client.post("/v1/ask", json=body, headers=bearer(token))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_a_follow_up_is_searched_with_the_topic_of_the_answer_it_follows(
+        client, signing_key, sample_index_url):
+    token = employee_jwt(signing_key, ["all-employees"])
+    first = await ask(client, token, LEAVE)
+    assert first["asked_as"] == LEAVE
+    follow_up = await ask(client, token, "じゃあ、半日単位でも取れますか", first["query_id"])
+    assert follow_up["asked_as"].startswith("年次有給休暇")
+    assert follow_up["asked_as"].endswith("半日単位でも取れますか")
+    assert follow_up["found"]
+    assert any(c["path"].endswith("all/就業規則.md") for c in follow_up["citations"]), follow_up
+    with connect(sample_index_url) as conn:
+        follows, asked_as = conn.execute(
+            "SELECT follows, asked_as FROM query_log WHERE id = %s",
+            (follow_up["query_id"],)).fetchone()
+    assert str(follows) == first["query_id"] and asked_as == follow_up["asked_as"]
+
+
+async def test_a_question_with_a_topic_of_its_own_is_answered_as_if_asked_alone(
+        client, signing_key):
+    token = employee_jwt(signing_key, ["all-employees"])
+    first = await ask(client, token, LEAVE)
+    changed = await ask(client, token, "ZP-2041の保証期間は？", first["query_id"])
+    alone = await ask(client, token, "ZP-2041の保証期間は？")
+    assert changed["asked_as"] == "ZP-2041の保証期間は？"
+    assert changed["answer"] == alone["answer"]
+    assert [c["chunk_id"] for c in changed["citations"]] == [
+        c["chunk_id"] for c in alone["citations"]]
+
+
+async def test_another_callers_answer_is_the_same_404_as_one_never_given(client, signing_key):
+    mine = await ask(client, employee_jwt(signing_key, ["all-employees"]), LEAVE)
+    # Another employee: another subject, whatever the groups.
+    other = jwt.encode({**jwt.decode(employee_jwt(signing_key, ["all-employees"]),
+                                     options={"verify_signature": False}), "sub": "emp-7"},
+                       signing_key, algorithm="RS256", headers={"kid": "k1"})
+    answers = [await client.post("/v1/ask", headers=bearer(other), json={
+        "question": "それは誰に出すの？", "follows": follows, "stream": stream})
+        for follows in (mine["query_id"], str(uuid.uuid4())) for stream in (False, True)]
+    assert [r.status_code for r in answers] == [404] * 4
+    assert len({r.text for r in answers}) == 1
+    assert answers[0].json()["error"] == "unknown_query"
+
+
+async def test_follows_that_is_not_a_query_id_is_refused_by_the_schema(client, signing_key):
+    response = await client.post("/v1/ask", headers=bearer(employee_jwt(
+        signing_key, ["all-employees"])), json={"question": "それは？", "follows": "../etc"})
+    assert response.status_code == 400
+
+
+async def test_a_passage_of_a_group_the_caller_lost_is_neither_used_nor_named(
+        client, signing_key):
+    # 給与規程 is hr's: the employee cited it while in hr, and has left hr since.
+    first = await ask(client, employee_jwt(signing_key, ["all-employees", "hr"]),
+                      "時間外勤務の割増賃金率はいくらですか")
+    assert any(c["path"].endswith("hr/給与規程.md") for c in first["citations"])
+    later = employee_jwt(signing_key, ["all-employees"])
+    follow_up = await ask(client, later, "それは休日出勤でも同じですか", first["query_id"])
+    assert all("hr/" not in c["path"] for c in follow_up["citations"])
+    assert "給与規程" not in follow_up["asked_as"]
+    assert "給与規程" not in follow_up["answer"]
+
+
+async def test_the_same_words_in_two_conversations_are_not_one_cached_answer(
+        client, signing_key):
+    token = employee_jwt(signing_key, ["all-employees"])
+    leave = await ask(client, token, LEAVE)
+    warranty = await ask(client, token, "製品保証規定の保証期間は何か月ですか")
+    words = "それは延長できますか"
+    after_leave = await ask(client, token, words, leave["query_id"])
+    after_warranty = await ask(client, token, words, warranty["query_id"])
+    assert after_leave["asked_as"] != after_warranty["asked_as"]
+    assert after_leave["query_id"] != after_warranty["query_id"]

@@ -1,0 +1,94 @@
+"""Follow-up questions read in context (kb_search/follow_ups.py): which questions point back,
+what an earlier turn's topic is, and the question as it is searched; and the conversation sets
+(kb_eval/conversations.py) as files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kb_eval.conversations import is_conversation_set, load_conversations
+from kb_search.follow_ups import EarlierTurn, continues, in_context, topic
+from kb_search.search import Ranks, SearchHit
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+LEAVE = "年次有給休暇は何日前までに申請が必要ですか"
+
+
+def cited(title: str, heading: str) -> SearchHit:
+    return SearchHit(rank=1, chunk_id=1, document_id=1, source_uri="/docs/x.md", path="x.md",
+                     title=title, heading=heading, page=None, ocr=False, chunk_index=0,
+                     content="", score=0.0, ranks=Ranks(vector=None, keyword=None))
+
+
+TURN = EarlierTurn(LEAVE, LEAVE, [cited("就業規則", "第22条（年次有給休暇の申請）")])
+
+
+@pytest.mark.parametrize(("question", "points_back"), [
+    ("それは誰に出すの？", True),
+    ("その届出はいつまでに出せばいいですか", True),
+    ("じゃあ、課長は？", True),
+    ("では介護休業の場合は？", True),
+    ("管理職だったら？", True),
+    ("個人のクラウドストレージは？", True),
+    ("E03だったら？", True),
+    ("半日単位でも取れる？", False),
+    ("ZP-2041の保証期間は？", False),
+])
+def test_a_question_points_back_by_a_demonstrative_or_a_conversational_opening(
+        question, points_back):
+    assert continues(question) is points_back
+
+
+def test_a_turns_topic_is_what_its_question_names_of_the_passages_it_cited():
+    assert topic(TURN) == ["年次有給休暇", "申請"]
+
+
+def test_without_a_readable_citation_the_topic_is_the_first_thing_asked_about():
+    asked = "副業を始めたいんですが、許可は要りますか"
+    lost = EarlierTurn(asked, asked, [])
+    assert topic(lost) == ["副業"]
+
+
+def test_codes_are_a_topic_whatever_was_cited():
+    asked = "ZP-2041の定格吐出量はどれくらい"
+    assert topic(EarlierTurn(asked, asked, []))[0] == "ZP-2041"
+
+
+@pytest.mark.parametrize(("question", "searched"), [
+    ("それは誰に出すの？", "年次有給休暇・申請について、誰に出すの？"),
+    ("じゃあ、半日単位でも取れますか", "年次有給休暇・申請について、半日単位でも取れますか"),
+    ("その届出はいつまでに？", "年次有給休暇・申請について、届出はいつまでに？"),
+])
+def test_the_reading_puts_the_topic_before_what_the_question_asks(question, searched):
+    assert in_context(question, [TURN]) == searched
+
+
+def test_a_question_that_already_says_the_topic_has_nothing_added():
+    assert in_context("年次有給休暇の申請は誰に出すの？", [TURN]) is None
+
+
+def test_the_latest_turns_topic_comes_first_and_at_most_three_words_are_added():
+    asked = "育児休業は何歳まで"
+    older = EarlierTurn(asked, asked, [cited("育児介護休業規程", "育児休業")])
+    assert in_context("それは？", [older, TURN]) == "年次有給休暇・申請・育児休業について、？"
+
+
+def test_the_samples_conversation_set_loads_and_each_kind_is_there():
+    path = SAMPLES / "eval_conversations.jsonl"
+    assert is_conversation_set(path)
+    assert not is_conversation_set(SAMPLES / "eval.jsonl")
+    conversations = load_conversations(path)
+    assert len(conversations) >= 30
+    assert {c.kind for c in conversations} == {"pronoun", "ellipsis", "topic_change",
+                                               "unreadable"}
+
+
+def test_a_conversation_of_one_turn_is_refused_naming_its_line(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"turns": [{"question": "a", "expected_source": "x"}]}) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(ValueError, match="line 1: a conversation needs two or more turns"):
+        load_conversations(path)
