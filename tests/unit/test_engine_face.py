@@ -39,7 +39,7 @@ PUBLIC_NAMES = {
     "EntityRelation", "RelationEvidence",
     "IndexCounts", "IndexGeneration", "IndexStatus", "IndexedDocument",
     # what they refuse with
-    "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError",
+    "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError", "UnknownQueryError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
     "ASK_MODES", "AskMode", "MAX_PASSAGES", "MODES", "Mode", "NOT_FOUND", "public",
     "quoted_passage",
@@ -74,11 +74,12 @@ def test_the_root_holds_one_service_per_concern_and_nothing_else():
 
 
 def test_questions_search_answer_and_assess():
-    assert _offers(Questions) == {"search", "ask", "ask_events", "assess"}
+    assert _offers(Questions) == {"search", "ask", "ask_events", "assess", "assess_follow_up"}
 
 
 def test_the_query_log_records_takes_feedback_recalls_and_purges():
-    assert _offers(QueryLog) == {"record", "feedback", "recent_questions", "purge"}
+    assert _offers(QueryLog) == {"record", "feedback", "recent_questions", "purge",
+                                 "conversation"}
 
 
 def test_sources_open_a_cited_document_its_original_and_its_groups():
