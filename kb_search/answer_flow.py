@@ -206,20 +206,23 @@ class AnswerFlow:
     def _read_in_context(self, caller: Caller, question: str, turns: list[EarlierTurn],
                          versions: list[int]) -> PreparedAnswer:
         """A follow-up's passages, read in the conversation's context or alone, whichever the
-        evidence favours: a question that points back keeps its reading in context when that
-        finds evidence at least as strong as the question alone; any other question is
-        answered alone when alone it finds evidence (a change of topic costs nothing)."""
+        evidence favours: the reading in context is kept when it finds stronger evidence than
+        the question alone, or as strong for a question that points back (それ, じゃあ, 「部長
+        なら？」). A change of topic finds its evidence alone and keeps it."""
         reading = in_context(question, turns)
         version, alone = self.retrieve(caller, question)
         versions.append(version)
-        if reading is None or (alone.evidence_found and not continues(question)):
+        if reading is None:
             return alone
         version, read = self.retrieve(caller, reading)
         versions.append(version)
-        if read.evidence_found and (not alone.evidence_found
-                                    or read.answerability >= alone.answerability):
+        if not read.evidence_found:
+            return alone
+        if not alone.evidence_found or read.answerability > alone.answerability:
             return read
-        return alone
+        # As strong: the reading a question that points back asks for.
+        return read if (continues(question)
+                        and read.answerability == alone.answerability) else alone
 
     def _split(self, question: str, mode: AskMode) -> QuestionSplit:
         if mode == "flash":

@@ -11,10 +11,9 @@ about and the words of its question that name the passages it cited (their docum
 heading: 年次有給休暇 of 「第22条（年次有給休暇の申請）」), then those their text writes; when
 none of them is readable any more, the first word it asked about. A question naming a code of
 its own asks about it instead of the earlier codes. Whether the reading is kept is judged by
-outcome (kb_search/answer_flow.py): a question that points back (それ, その, じゃあ…) or is an
-ellipsis (「部長なら？」) keeps it when it finds evidence at least as strong as the question
-alone; any other question is answered alone when alone it finds evidence, so a change of topic
-costs nothing.
+outcome (kb_search/answer_flow.py): it must find stronger evidence than the question alone, or
+as strong for a question that points back (それ, その, じゃあ…) or is an ellipsis (「部長な
+ら？」); a change of topic finds its evidence alone and keeps it.
 """
 
 from __future__ import annotations

@@ -33,7 +33,12 @@ from query_service.dependencies import (
     provide_query_log,
     provide_questions,
 )
-from query_service.errors import ERROR_RESPONSES, ServiceError, refuse_unknown_query
+from query_service.errors import (
+    ERROR_RESPONSES,
+    ServiceError,
+    error_response,
+    refuse_unknown_query,
+)
 from query_service.guards import requires_caller
 from query_service.schemas import (
     BEARER,
@@ -93,8 +98,10 @@ class QuestionsController(Controller):
 
     # Annotated Response[AskResult], not `AskResult | ServerSentEvent`: the union became
     # `oneOf: [AskResult, {}]` in OpenAPI, which no answer can satisfy (it matches both).
-    @post("/ask", operation_id="ask", status_code=200, responses=ERROR_RESPONSES,
-          operation_class=AskOperation)
+    @post("/ask", operation_id="ask", status_code=200, operation_class=AskOperation,
+          responses=ERROR_RESPONSES | {404: error_response(
+              "`follows` names no answer this caller received (never given, purged, or "
+              "another caller's: one and the same)")})
     async def ask(self, data: Annotated[AskRequest, CLOSED], caller: Caller,
                   questions: Questions, state: State) -> Response[AskResult]:
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""

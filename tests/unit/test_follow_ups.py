@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kb_eval.conversation_set import KINDS, conversation_set, follow_up, named
 from kb_eval.conversations import is_conversation_set, load_conversations
+from kb_eval.question_sets import EvalQuestion
 from kb_search.follow_ups import EarlierTurn, continues, in_context, topic
 from kb_search.search import Ranks, SearchHit
 
@@ -92,3 +94,36 @@ def test_a_conversation_of_one_turn_is_refused_naming_its_line(tmp_path):
                     encoding="utf-8")
     with pytest.raises(ValueError, match="line 1: a conversation needs two or more turns"):
         load_conversations(path)
+
+
+def test_a_generated_follow_up_points_back_to_the_article_the_question_names():
+    assert named("姫路城の天守は何に指定されていますか?", "姫路城") == "姫路城"
+    # A part of the title between ・ names it; the tail of a longer name does not.
+    assert named("ベルの母は誰か?", "アレクサンダー・グラハム・ベル") == "ベル"
+    assert named("スペンサー・コンプトンはどの党か?", "コンプトン") is None
+    assert follow_up("姫路城の天守は何に指定されていますか?", "姫路城", "pronoun") == (
+        "その天守は何に指定されていますか?")
+    assert follow_up("姫路城の天守は何に指定されていますか?", "姫路城", "dropped") == (
+        "天守は何に指定されていますか?")
+    assert follow_up("ベルは何を発明したか?", "ベル", "pronoun") == "それは何を発明したか?"
+
+
+def test_the_generated_set_is_the_same_for_the_same_seed_and_holds_each_kind(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    questions = []
+    for n, title in enumerate(["姫路城", "熊本城", "松本城"]):
+        (docs / f"j{n}.md").write_text(f"# {title}\n\n本文。\n", encoding="utf-8")
+        questions += [EvalQuestion(f"{title}の天守は何か{i}?", f"j{n}.md", answer="天守")
+                      for i in range(3)]
+    first = conversation_set(questions, docs, 9, seed=5)
+    assert first == conversation_set(questions, docs, 9, seed=5)
+    assert sorted(c["kind"] for c in first) == sorted(KINDS * 3)
+    for c in first:
+        last = c["turns"][-1]
+        if c["kind"] == "topic_change":
+            assert last["question"] == last["standalone"]
+        else:
+            assert last["question"] != last["standalone"]
+            assert last["expected_source"] == next(
+                q.expected_source for q in questions if q.question == c["turns"][0]["question"])
