@@ -129,7 +129,7 @@ class AnswerFlow:
         warnings = ([f"the question asks {split.over_limit} things, more than "
                      f"KB_DEEP_MAX_PARTS={self._deep.max_parts}: answered as one question"]
                     if split.over_limit else [])
-        whole = None
+        whole = False  # a question of several items that one table answers whole
         if split.multi and split.kind == "items" and mode == "auto":
             # Items of one table (「ZX-3100とZX-3150ではどちらが〜」) are answered from its
             # cells, whole; otherwise the parts are searched as always. Items compared in
@@ -138,11 +138,10 @@ class AnswerFlow:
             if read is None:
                 version, read = self.retrieve(caller, asked)
                 versions.append(version)
-            whole = read
-            if whole.table is None or (split.compares and whole.table.question is not None
-                                       and whole.table.question.kind != "comparison"):
-                whole = None
-        if split.multi and whole is None:
+            table = read.table
+            whole = table is not None and not (split.compares and table.question is not None
+                                               and table.question.kind != "comparison")
+        if split.multi and not whole:
             # A tentative split is searched before it is shown: its outcome decides it.
             if split.tentative:
                 stages, retrieved = _collected(self._search_parts(caller, split, versions))
@@ -160,14 +159,11 @@ class AnswerFlow:
                                      log, history)
                 return
         yield Stage("plan", parts=[])
-        if whole is not None:
-            prepared = whole
-        elif read is not None:
-            prepared = read
-        else:
-            version, prepared = self.retrieve(caller, asked)
+        if read is None:
+            version, read = self.retrieve(caller, asked)
             versions.append(version)
-        if split.multi and whole is None:  # the parts searched first count in the answer's time
+        prepared = read
+        if split.multi and not whole:  # the parts searched first count in the answer's time
             prepared.started = min([prepared.started,
                                     *(p.started for p in retrieved if p is not None)])
         yield Stage("answer")
