@@ -5,18 +5,14 @@ groups may change between turns."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
-from tests.integration.test_service import bearer, employee_jwt, make_client
+from tests.integration.test_service import bearer, employee_jwt
 
 pytestmark = pytest.mark.anyio
 
@@ -26,25 +22,6 @@ LEAVE = "年次有給休暇は何日前までに申請が必要ですか"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def signing_key():
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-@pytest.fixture
-def jwks(tmp_path: Path, signing_key) -> Path:
-    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
-    path = tmp_path / "jwks.json"
-    path.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig"}]}))
-    return path
-
-
-@pytest.fixture
-async def client(sample_index_url, jwks) -> AsyncIterator[AsyncTestClient]:
-    async with make_client(sample_index_url, jwks) as c:
-        yield c
 
 
 async def ask(client: AsyncTestClient, token: str, question: str,

@@ -122,11 +122,6 @@ def corpus(admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-@pytest.fixture(scope="module")
-def signing_key():
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
 # --- Streamable HTTP ------------------------------------------------------------------------
 
 @dataclasses.dataclass

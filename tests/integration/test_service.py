@@ -7,7 +7,7 @@ import dataclasses
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,19 +32,6 @@ ISSUER, AUDIENCE = "https://idp.example.co.jp", "kb-search"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def signing_key():
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-@pytest.fixture
-def jwks(tmp_path: Path, signing_key) -> Path:
-    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
-    path = tmp_path / "jwks.json"
-    path.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig"}]}))
-    return path
 
 
 def employee_jwt(key, groups: list[str], expires_in: int = 300) -> str:
@@ -86,12 +73,6 @@ def make_client(url: str, jwks: Path | None = None, *, llm: str = "extractive",
         answerer=dataclasses.replace(configured.answerer, llm=llm),
         service=dataclasses.replace(configured.service, **jwt, **service))
     return AsyncTestClient(app=create_app(settings))
-
-
-@pytest.fixture
-async def client(sample_index_url, jwks) -> AsyncIterator[AsyncTestClient]:
-    async with make_client(sample_index_url, jwks) as c:
-        yield c
 
 
 ENDPOINTS = [
