@@ -9,6 +9,7 @@ primary), the index version read in the same transaction as the passages."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Generator, Iterator
@@ -22,9 +23,19 @@ from kb_core.entities import Entity, entities_of
 from kb_core.queries import query
 from kb_core.read_routing import ReadRouter
 from kb_core.settings import DeepSettings
+from kb_search.answerers.answer import Exchange
+from kb_search.answerers.chat_answerer import ChatAnswerer
 from kb_search.answerers.numbering import AnswerDelta, NumberedStream, renumber
+from kb_search.answerers.prompt import REWRITE_PROMPT, rewrite_message
 from kb_search.entity_cards import entities_in
-from kb_search.follow_ups import EarlierTurn, continues, in_context
+from kb_search.follow_ups import (
+    EarlierTurn,
+    checked_rewrite,
+    continues,
+    exchanges,
+    in_context,
+    in_place,
+)
 from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
 from kb_search.part_answers import (
     answer_parts,
@@ -55,6 +66,7 @@ __all__ = [
 # part when it asks several things (kb_search/question_parts.py); `auto` part by part too,
 # unless one passage turns out to answer every part.
 AskMode = Literal["auto", "flash", "deep"]
+logger = logging.getLogger(__name__)
 ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
 
 
@@ -114,16 +126,17 @@ class AnswerFlow:
         self._deep = deep
 
     def events(self, caller: Caller, question: str, mode: AskMode, versions: list[int], *,
-               streamed: bool, log: bool = True, history: Conversation | None = None
-               ) -> Iterator[AnswerEvent]:
+               streamed: bool, log: bool = True, history: Conversation | None = None,
+               read: PreparedAnswer | None = None) -> Iterator[AnswerEvent]:
         """The events of one answer, the index version of each read appended to `versions`;
         unless `streamed`, an LLM writes the answer whole (no deltas); with `log`, the answer
         is written to the query log before it is yielded. A question that follows earlier
-        turns (`history`) is read in their context first, and answered as it is read."""
+        turns (`history`) is read in their context first (`read`, when read already), and
+        answered as it is read; an LLM answerer is shown the earlier turns."""
         query_id = str(uuid.uuid4())
-        read = None  # a follow-up's reading, retrieved while it was judged
-        if history is not None and history.turns:
-            read = self._read_in_context(caller, question, history.turns, versions)
+        if read is None and history is not None and history.turns:
+            read = self.read_in_context(caller, question, history.turns, versions)
+        earlier = exchanges(history.turns) if history is not None else []
         asked = read.question if read is not None else question
         split = self._split(asked, mode)
         warnings = ([f"the question asks {split.over_limit} things, more than "
@@ -154,7 +167,7 @@ class AnswerFlow:
                     yield from stages
                 yield Stage("answer")
                 result = yield from self._parts_answer(asked, split, retrieved, query_id,
-                                                       streamed)
+                                                       streamed, earlier)
                 yield self._finished(caller, question, mode, result, _parts_hits(retrieved),
                                      log, history)
                 return
@@ -163,6 +176,7 @@ class AnswerFlow:
             version, read = self.retrieve(caller, asked)
             versions.append(version)
         prepared = read
+        prepared.earlier = earlier
         if split.multi and not whole:  # the parts searched first count in the answer's time
             prepared.started = min([prepared.started,
                                     *(p.started for p in retrieved if p is not None)])
@@ -199,15 +213,27 @@ class AnswerFlow:
 
         return self._reads.run_paired(read)
 
-    def _read_in_context(self, caller: Caller, question: str, turns: list[EarlierTurn],
-                         versions: list[int]) -> PreparedAnswer:
+    def read_in_context(self, caller: Caller, question: str, turns: list[EarlierTurn],
+                        versions: list[int]) -> PreparedAnswer:
         """A follow-up's passages, read in the conversation's context or alone, whichever the
-        evidence favours: the reading in context is kept when it finds stronger evidence than
-        the question alone, or as strong for a question that points back (それ, じゃあ, 「部長
-        なら？」). A change of topic finds its evidence alone and keeps it."""
-        reading = in_context(question, turns)
+        evidence favours (its `question` is what was searched). An ellipsis naming something
+        of the kind of the earlier question's topic (「じゃあ課長は？」) is read as that
+        question with it in the topic's place, kept when it finds evidence. Otherwise the
+        reading in context (an LLM answerer's rewrite, else the topic put before the question)
+        is kept when it finds stronger evidence than the question alone, or as strong for a
+        question that points back (それ, じゃあ, 「部長なら？」). A change of topic finds its
+        evidence alone and keeps it."""
+        rewrite = self._rewrite(question, turns)
+        if rewrite is None and (placed := in_place(question, turns)) is not None:
+            # The earlier question itself, asking of something else of its kind: kept
+            # whenever it finds evidence (the question alone, an ellipsis, asks nothing).
+            version, read = self.retrieve(caller, placed)
+            versions.append(version)
+            if read.evidence_found:
+                return read
         version, alone = self.retrieve(caller, question)
         versions.append(version)
+        reading = rewrite or in_context(question, turns)
         if reading is None:
             return alone
         version, read = self.retrieve(caller, reading)
@@ -219,6 +245,22 @@ class AnswerFlow:
         # As strong: the reading a question that points back asks for.
         return read if (continues(question)
                         and read.answerability == alone.answerability) else alone
+
+    def _rewrite(self, question: str, turns: list[EarlierTurn]) -> str | None:
+        """An LLM answerer's rewrite of the question from the conversation, once checked;
+        None without one, or when it fails (the offline reading is read instead)."""
+        model = self._grounded.answerer
+        if not isinstance(model, ChatAnswerer):
+            return None
+        try:
+            reply = model.complete(REWRITE_PROMPT, rewrite_message(question, exchanges(turns)))
+        # Deliberately broad, as the answerers' fallback: a provider fails in ways no list
+        # anticipates, and the question is still read offline.
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("%s failed to rewrite a follow-up (%s: %s); read offline",
+                        model.name, type(exc).__name__, exc)
+            return None
+        return checked_rewrite(reply, question, turns)
 
     def _split(self, question: str, mode: AskMode) -> QuestionSplit:
         if mode == "flash":
@@ -250,11 +292,13 @@ class AnswerFlow:
 
     def _parts_answer(self, question: str, split: QuestionSplit,
                       retrieved: list[PreparedAnswer | None], query_id: str,
-                      streamed: bool) -> Generator[AnswerEvent, None, AskResult]:
+                      streamed: bool, earlier: list[Exchange]
+                      ) -> Generator[AnswerEvent, None, AskResult]:
         """The deltas of an answer given part by part; returns the answer."""
         started = min((p.started for p in retrieved if p is not None), default=time.perf_counter())
         answerer = self._grounded.answerer
         parts = combine(question, split, retrieved, started, passages_per_part(answerer))
+        parts.prepared.earlier = earlier
         yield _offered(parts.prepared)
         stream = answer_parts(answerer, parts, streamed=streamed)
         yield from NumberedStream(stream, parts.prepared.offered)
@@ -285,13 +329,15 @@ class AnswerFlow:
     def conversation_of(self, caller: Caller, follows: str,
                         logged: list[LoggedTurn]) -> Conversation:
         """Turns as a conversation, the oldest first, each with the passages it cited that the
-        caller may read now (a passage of a group the caller has lost is dropped here)."""
+        caller may read now (a passage of a group the caller has lost is dropped here), and
+        its answer only when the caller may still read every passage it cited."""
         cited = [c for turn in logged for c in turn.cited_chunks]
         readable = {h.chunk_id: h for h in self._reads.run(
             lambda conn: passage_hits(conn, cited, list(caller.groups), 1))} if cited else {}
         return Conversation(follows, [
             EarlierTurn(turn.question, turn.asked_as,
-                        [readable[c] for c in turn.cited_chunks if c in readable])
+                        [readable[c] for c in turn.cited_chunks if c in readable],
+                        turn.answer if all(c in readable for c in turn.cited_chunks) else None)
             for turn in logged])
 
 

@@ -14,6 +14,13 @@ its own asks about it instead of the earlier codes. Whether the reading is kept 
 outcome (kb_search/answer_flow.py): it must find stronger evidence than the question alone, or
 as strong for a question that points back (それ, その, じゃあ…) or is an ellipsis (「部長な
 ら？」); a change of topic finds its evidence alone and keeps it.
+
+With an LLM answerer, the model writes the question out in full from the earlier turns
+(REWRITE_PROMPT) and its rewrite is read instead, once checked (`checked_rewrite`): every word
+of it must come from the question or the conversation it was shown, so a rewrite cannot bring
+in a topic nobody asked about. The earlier turns the model sees, for the rewrite and for the
+answer, are their questions, and their answers only where the caller may still read every
+passage an answer cited (`exchanges`).
 """
 
 from __future__ import annotations
@@ -24,9 +31,18 @@ import unicodedata
 import msgspec
 
 from kb_core.keywords import normalize
+from kb_search.answerers.answer import CITATION, Exchange
 from kb_search.search import SearchHit
 
-__all__ = ["EarlierTurn", "continues", "in_context", "topic"]
+__all__ = [
+    "EarlierTurn",
+    "checked_rewrite",
+    "continues",
+    "exchanges",
+    "in_context",
+    "in_place",
+    "topic",
+]
 
 # A question that points back at what was said, or opens as a turn of a conversation does.
 _POINTS_BACK = re.compile(r"それ|その|そこ|そちら|こちら|この|これ|あれ|あの|同じ|前述|上記|当該")
@@ -39,7 +55,12 @@ _POINTER = re.compile(rf"^(?:{_OPENING})?(?:(?:それ|これ|あれ|そこ|そ�
 # A question cut short after what it changes: 「部長なら？」「社外の人との打合せだったら？」.
 _CONDITIONAL = re.compile(r"(?:だったら|なら|場合は|場合|では|だと)[?？]?$")
 _TOPIC_ONLY = re.compile(r"は[?？]$")
+# An ellipsis naming only what it puts in the earlier question's place: 「じゃあ課長は？」,
+# 「育児休業と介護休業だと？」.
+_IN_PLACE = re.compile(rf"^(?:{_OPENING})?(?P<named>[^、,。?？\s]{{1,15}}?)"
+                       r"(?:だったら|なら|だと|の場合は|の場合|では|は)[?？]?$")
 _ELLIPSIS_LENGTH = 20
+_ITEMS = re.compile(r"と|や|、|・")
 _WORD = re.compile(r"[0-9A-Za-z一-龥々〆ヵヶァ-ヴー][0-9A-Za-z一-龥々〆ヵヶァ-ヴー\-]+")
 _CODE = re.compile(r"[A-Za-z]{1,6}-?\d{2,}(?:-\d+)*")
 _ASKING = re.compile(r"^(?:何|誰|どこ|いつ|どの|どう|どんな|なぜ|いくら|いくつ)")
@@ -47,12 +68,14 @@ _TOPIC_WORDS = 3  # at most: enough to name a topic, too few to outweigh the que
 
 
 class EarlierTurn(msgspec.Struct, frozen=True):
-    """A turn the question follows: what was asked, what it was searched as, and the passages
-    its answer cited that the caller may read now."""
+    """A turn the question follows: what was asked, what it was searched as, the passages its
+    answer cited that the caller may read now, and the answer when the caller may still read
+    every passage it cited (else None)."""
 
     question: str
     asked_as: str
     cited: list[SearchHit]
+    answer: str | None = None
 
 
 def continues(question: str) -> bool:
@@ -97,3 +120,60 @@ def in_context(question: str, history: list[EarlierTurn]) -> str | None:
         return None
     rest = _POINTER.sub("", question.strip(), count=1).strip() or question.strip()
     return f"{'・'.join(words)}について、{rest}"
+
+
+
+def in_place(question: str, history: list[EarlierTurn]) -> str | None:
+    """The latest turn's question as searched with what the question names put in the place
+    of a word of its topic of the same kind: 「課長の出張日当はいくらですか」 for 「じゃあ課長
+    は？」 after 「部長の出張日当はいくらですか」, 「育児休業と介護休業の申出は…」 for 「育児休業と
+    介護休業だと？」 after 「育児休業の申出は…」, 「ZP-2041のLEDがE03で…」 for 「E03だったら？」
+    after 「ZP-2041のLEDがE02で…」. None unless the question is such an ellipsis."""
+    named = _IN_PLACE.match(unicodedata.normalize("NFKC", question).strip())
+    if named is None or not history:
+        return None
+    asked = unicodedata.normalize("NFKC", history[-1].asked_as)
+    items = [i for i in _ITEMS.split(named["named"]) if i]
+    for word in topic(history[-1]):
+        # The word as a noun the question asks of (部長の, 育児休業の), not a verb's stem
+        # (退職するとき).
+        place = re.search(f"{re.escape(word)}(?=[のはがをにでとも])", asked)
+        if (place is not None and named["named"] != word
+                and all(i == word or _same_kind(i, word) for i in items)):
+            return f"{asked[:place.start()]}{named['named']}{asked[place.end():]}"
+    return None
+
+
+def _same_kind(named: str, word: str) -> bool:
+    """Whether `named` may stand where `word` stood: codes of the same letters (E02, E03), or
+    compounds of the same head (部長, 課長; 育児休業, 介護休業: a Japanese compound ends in
+    its head)."""
+    if _CODE.fullmatch(word):
+        return bool(_CODE.fullmatch(named)) and _letters(named) == _letters(word)
+    return len(named) > 1 and named[-1] == word[-1] and not _CODE.fullmatch(named)
+
+
+def _letters(code: str) -> str:
+    return re.sub(r"[^A-Za-z]", "", code).upper()
+
+def exchanges(history: list[EarlierTurn]) -> list[Exchange]:
+    """The earlier turns as a model is shown them: each question, with its answer where the
+    caller may still read every passage that answer cited."""
+    return [Exchange(turn.question, turn.answer) for turn in history]
+
+
+def checked_rewrite(rewrite: str, question: str, history: list[EarlierTurn]) -> str | None:
+    """A model's rewrite of `question` when it is one question made of the question's and the
+    conversation's words (what the model was shown of it); None otherwise, or when it is the
+    question itself."""
+    lines = [line for line in rewrite.strip().splitlines() if line.strip()]
+    if len(lines) != 1:
+        return None
+    text = unicodedata.normalize("NFKC", lines[0]).strip().strip("「」\"'")
+    shown = normalize(" ".join([question, *(t.question for t in history),
+                                *(CITATION.sub(" ", t.answer) for t in history
+                                  if t.answer is not None)]))
+    if (not text or normalize(text) == normalize(question)
+            or any(normalize(w) not in shown for w in _WORD.findall(text))):
+        return None
+    return text

@@ -27,7 +27,7 @@ from kb_search.answerers import (
     stream_with_fallback,
     verify,
 )
-from kb_search.answerers.answer import Claim, citations, claims
+from kb_search.answerers.answer import Claim, Exchange, citations, claims
 from kb_search.answerers.numbering import CitationNumber, NumberedStream, renumber
 from kb_search.comparison import Comparison
 from kb_search.entity_cards import EntityLink
@@ -132,6 +132,8 @@ class PreparedAnswer:
     # How many of the passages the answerer reads; those after them hold table rows, offered
     # for citation only.
     shown: int | None = None
+    # The conversation the question continues, as the answerer may be shown it.
+    earlier: list[Exchange] = field(default_factory=list)
 
     @property
     def offered(self) -> list[int]:
@@ -213,7 +215,8 @@ class GroundedAnswers:
         if prepared.table is not None and prepared.tools is None:
             return self.finish(prepared, _table_answer(prepared, prepared.table), query_id)
         answer = answer_with_fallback(self.answerer, prepared.question, prepared.shown_passages,
-                                      log, prepared.tools, _ready_answer(prepared))
+                                      log, prepared.tools, _ready_answer(prepared),
+                                      prepared.earlier)
         return self.finish(prepared, answer, query_id)
 
     def stream(self, prepared: PreparedAnswer) -> NumberedStream:
@@ -227,7 +230,8 @@ class GroundedAnswers:
                                   prepared.offered)
         return NumberedStream(
             stream_with_fallback(self.answerer, prepared.question, prepared.shown_passages,
-                                 log, prepared.tools, _ready_answer(prepared)),
+                                 log, prepared.tools, _ready_answer(prepared),
+                                 prepared.earlier),
             prepared.offered)
 
     def finish(self, prepared: PreparedAnswer, answer: Answer, query_id: str) -> AskResult:

@@ -161,8 +161,10 @@ def _synthesis(answerer: Answerer, parts: PartsAnswer, streamed: bool) -> PartsS
     found = [i for i, p in enumerate(parts.retrieved) if p is not None and p.evidence_found]
     passages = list({p.n: p for i in found for p in _part_passages(parts, i)}.values())
     question = parts.prepared.question
-    written = (stream_with_fallback(answerer, question, passages, log) if streamed
-               else KnownAnswer(answer_with_fallback(answerer, question, passages, log)))
+    earlier = parts.prepared.earlier
+    written = (stream_with_fallback(answerer, question, passages, log, earlier=earlier)
+               if streamed else KnownAnswer(answer_with_fallback(answerer, question, passages,
+                                                                 log, earlier=earlier)))
     missing = [_missing(parts.split, part, parts.retrieved[i] is not None)
                for i, part in enumerate(parts.split.parts) if i not in found]
 

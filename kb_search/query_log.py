@@ -32,6 +32,7 @@ class LoggedTurn(NamedTuple):
 
     question: str
     asked_as: str
+    answer: str
     cited_chunks: list[int]
 
 
@@ -91,7 +92,8 @@ class QueryLog:
                 "turns": turns}).fetchall()
         if not rows:
             raise UnknownQueryError(_UNKNOWN)
-        return [LoggedTurn(question, asked_as, list(cited)) for question, asked_as, cited in rows]
+        return [LoggedTurn(question, asked_as, answer, list(cited))
+                for question, asked_as, answer, cited in rows]
 
     def recent_questions(self, caller: Caller, limit: int = 10) -> list[str]:
         """The caller's own latest distinct questions, newest first (the query log's, so

@@ -22,6 +22,7 @@ from kb_search.answer_flow import (
     Conversation,
     index_version,
 )
+from kb_search.answerers.chat_answerer import ChatAnswerer
 from kb_search.grounded_answers import AskResult, GroundedAnswers
 from kb_search.query_log import LoggedTurn, QueryLog
 from kb_search.search import Mode, SearchResult
@@ -66,20 +67,28 @@ class Questions:
         """An answer, logged; with `use_cache`, from the answer cache while the index has not
         changed since it was given. A question that `follows` an answer the caller received
         (its query_id) is read in that conversation's context; UnknownQueryError when the
-        caller received no such answer. A follow-up is never served from the cache nor kept
-        in it: its words mean what its conversation makes them mean."""
+        caller received no such answer. The cache keys on the question as searched, never on
+        a follow-up's words, which mean what their conversation makes them mean: a follow-up
+        read as 「年次有給休暇について、半日単位でも取れる？」 is that question's answer. With an
+        LLM answerer a follow-up is not cached: the model reads the conversation too."""
         history = self._conversation(caller, follows)
-        key = AnswerCache.key(question, caller.groups, self._grounded.answerer.name, mode)
-        if (use_cache and history is None
-                and (cached := self._cache.get(key, self._reads.run(index_version)))):
-            result = msgspec.structs.replace(cached, query_id=str(uuid.uuid4()))
-            self._query_log.record(caller, question, mode, result, None, cached=True)
-            return result
         versions: list[int] = []
+        answerer = self._grounded.answerer
+        read = None
+        if history is not None and history.turns:
+            read = self._flow.read_in_context(caller, question, history.turns, versions)
+        cached = use_cache and (history is None or not isinstance(answerer, ChatAnswerer))
+        asked = read.question if read is not None else question
+        key = AnswerCache.key(asked, caller.groups, answerer.name, mode)
+        if cached and (hit := self._cache.get(key, self._reads.run(index_version))):
+            result = msgspec.structs.replace(hit, query_id=str(uuid.uuid4()), asked_as=asked)
+            self._query_log.record(caller, question, mode, result, None, cached=True,
+                                   follows=follows)
+            return result
         *_, result = self._flow.events(caller, question, mode, versions, streamed=False,
-                                       history=history)
+                                       history=history, read=read)
         assert isinstance(result, AskResult)
-        if history is None:
+        if cached:
             # The oldest index version a part was read at: a change after it retires it.
             self._cache.put(key, min(versions), result)
         return result
@@ -109,7 +118,7 @@ class Questions:
             *_, result = self._flow.events(caller, asked, mode, [], streamed=False, log=False,
                                            history=history)
             assert isinstance(result, AskResult)
-            logged.append(LoggedTurn(asked, result.asked_as,
+            logged.append(LoggedTurn(asked, result.asked_as, result.answer,
                                      [c.chunk_id for c in result.citations
                                       if not c.learned_fact]))
         return result

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import msgspec
@@ -22,6 +22,7 @@ __all__ = [
     "Answerer",
     "AnswererConfigError",
     "Claim",
+    "Exchange",
     "Passage",
     "Tools",
     "UnknownAnswererError",
@@ -45,6 +46,15 @@ class Passage(PassageRef, frozen=True):
 
     n: int
     content: str
+
+
+class Exchange(msgspec.Struct, frozen=True):
+    """An earlier turn of the conversation a question continues: its question, and its
+    answer when every passage that answer cited is still the caller's to read (else None: an
+    answer may repeat what a passage the caller has lost says)."""
+
+    question: str
+    answer: str | None
 
 
 class Answer(msgspec.Struct):
@@ -81,13 +91,14 @@ class Answerer(Protocol):
     name: str
     calls_tools: bool  # whether `tools` given to it are used (an LLM's) or not (extractive)
 
-    def answer(self, question: str, passages: list[Passage],
-               tools: Tools | None = None) -> Answer:
-        """The answer to `question` from `passages` only (and what `tools` return)."""
+    def answer(self, question: str, passages: list[Passage], tools: Tools | None = None,
+               earlier: Sequence[Exchange] = ()) -> Answer:
+        """The answer to `question` from `passages` only (and what `tools` return); `earlier`
+        the turns of the conversation it continues, for reading it, never as evidence."""
         ...
 
-    def stream(self, question: str, passages: list[Passage],
-               tools: Tools | None = None) -> Iterator[str]:
+    def stream(self, question: str, passages: list[Passage], tools: Tools | None = None,
+               earlier: Sequence[Exchange] = ()) -> Iterator[str]:
         """Text deltas as generated; join them and pass the text to `finish`."""
         ...
 

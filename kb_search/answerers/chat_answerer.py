@@ -11,12 +11,13 @@ shown as text, and the reply is short.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from kb_core.chat_clients import ChatModel, MalformedReplyError, converse
 from kb_search.answerers.answer import (
     NOT_FOUND,
     Answer,
+    Exchange,
     Passage,
     Tools,
     answer_from_text,
@@ -49,30 +50,32 @@ class ChatAnswerer:
         self._chat = chat
         self.name = chat.name
 
-    def answer(self, question: str, passages: list[Passage],
-               tools: Tools | None = None) -> Answer:
+    def answer(self, question: str, passages: list[Passage], tools: Tools | None = None,
+               earlier: Sequence[Exchange] = ()) -> Answer:
         if not passages:
             return self.finish(NOT_FOUND)
         if tools is None:
-            text = self.complete(SYSTEM_PROMPT, build_user_message(question, passages))
+            text = self.complete(SYSTEM_PROMPT,
+                                 build_user_message(question, passages, earlier=earlier))
         else:
             text = converse(self._chat, TOOLS_PROMPT,
-                            build_user_message(question, passages, tools.described()),
+                            build_user_message(question, passages, tools.described(), earlier),
                             tools.definitions, tools.call, MAX_ANSWER_TOKENS, MAX_TOOL_ROUNDS)
         if not text.strip():
             raise EmptyReplyError(f"{self.name} replied with no text")
         return self.finish(text)
 
-    def stream(self, question: str, passages: list[Passage],
-               tools: Tools | None = None) -> Iterator[str]:
+    def stream(self, question: str, passages: list[Passage], tools: Tools | None = None,
+               earlier: Sequence[Exchange] = ()) -> Iterator[str]:
         if not passages:
             yield NOT_FOUND
             return
         if tools is not None:
-            yield self.answer(question, passages, tools).text
+            yield self.answer(question, passages, tools, earlier).text
             return
         produced = False
-        for delta in self._chat.stream(SYSTEM_PROMPT, build_user_message(question, passages),
+        for delta in self._chat.stream(SYSTEM_PROMPT,
+                                       build_user_message(question, passages, earlier=earlier),
                                        MAX_ANSWER_TOKENS):
             if delta:
                 produced = produced or bool(delta.strip())

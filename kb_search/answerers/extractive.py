@@ -12,9 +12,16 @@ nothing to quote.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from kb_search.answerers.answer import NOT_FOUND, Answer, Passage, Tools, answer_from_text
+from kb_search.answerers.answer import (
+    NOT_FOUND,
+    Answer,
+    Exchange,
+    Passage,
+    Tools,
+    answer_from_text,
+)
 from kb_search.answerers.sentences import Sentence, choose_sentences
 
 __all__ = ["ExtractiveAnswerer"]
@@ -28,12 +35,14 @@ class ExtractiveAnswerer:
     name = "extractive"
     calls_tools = False  # it quotes; it computes nothing
 
-    def answer(self, question: str, passages: list[Passage],
-               tools: Tools | None = None) -> Answer:
+    # It quotes for the question as searched, which already carries the conversation's topic
+    # (kb_search/follow_ups.py): the earlier turns add nothing it can use.
+    def answer(self, question: str, passages: list[Passage], tools: Tools | None = None,
+               earlier: Sequence[Exchange] = ()) -> Answer:
         return self.finish("".join(self.stream(question, passages)))
 
-    def stream(self, question: str, passages: list[Passage],
-               tools: Tools | None = None) -> Iterator[str]:
+    def stream(self, question: str, passages: list[Passage], tools: Tools | None = None,
+               earlier: Sequence[Exchange] = ()) -> Iterator[str]:
         chosen = choose_sentences(question, passages)
         if not chosen:
             yield NOT_FOUND

@@ -13,11 +13,11 @@ For a streamed answer, what happens depends on when the provider fails:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from kb_search.answerers.answer import Answer, Answerer, Passage, Tools, citations
+from kb_search.answerers.answer import Answer, Answerer, Exchange, Passage, Tools, citations
 from kb_search.answerers.extractive import ExtractiveAnswerer
 
 __all__ = ["INTERRUPTED", "StreamedAnswer", "answer_with_fallback", "stream_with_fallback"]
@@ -31,11 +31,12 @@ _EXTRACTIVE = ExtractiveAnswerer()
 def answer_with_fallback(
     answerer: Answerer, question: str, passages: list[Passage], log: Log,
     tools: Tools | None = None, instead: Answer | None = None,
+    earlier: Sequence[Exchange] = (),
 ) -> Answer:
     """The answerer's answer; on any failure of it, `instead` (else the extractive answer),
     labelled so."""
     try:
-        return answerer.answer(question, passages, tools)
+        return answerer.answer(question, passages, tools, earlier)
     # Deliberately broad: a provider fails in ways no list anticipates (network, HTTP status,
     # SDK validation, a reply we cannot read), and the question must still be answered. The
     # failure is logged in full; only its type reaches the caller (a message may hold URLs).
@@ -48,10 +49,11 @@ def answer_with_fallback(
 def stream_with_fallback(
     answerer: Answerer, question: str, passages: list[Passage], log: Log,
     tools: Tools | None = None, instead: Answer | None = None,
+    earlier: Sequence[Exchange] = (),
 ) -> StreamedAnswer:
     """A stream of text deltas that falls back to `instead` (else the extractive answer);
     `.result()` after it."""
-    return StreamedAnswer(answerer, question, passages, log, tools, instead)
+    return StreamedAnswer(answerer, question, passages, log, tools, instead, earlier)
 
 
 class StreamedAnswer:
@@ -60,8 +62,10 @@ class StreamedAnswer:
     def __init__(
         self, answerer: Answerer, question: str, passages: list[Passage], log: Log,
         tools: Tools | None = None, instead: Answer | None = None,
+        earlier: Sequence[Exchange] = (),
     ) -> None:
         self._answerer = answerer
+        self._earlier = earlier
         self._question = question
         self._passages = passages
         self._log = log
@@ -86,7 +90,8 @@ class StreamedAnswer:
         streamed: list[str] = []
         deltas: Iterator[str] | None = None
         try:
-            deltas = iter(self._answerer.stream(self._question, self._passages, self._tools))
+            deltas = iter(self._answerer.stream(self._question, self._passages, self._tools,
+                                                self._earlier))
             for delta in deltas:
                 streamed.append(delta)
                 yield delta

@@ -10,18 +10,18 @@ VALUES (%(id)s, %(caller_kind)s, %(caller_subject)s, %(groups)s, %(question)s, %
 -- The answers a caller's answer ends a chain of, the newest first, at most %(turns)s: each of
 -- them the caller's own, so another caller's answer is as unknown as one never given.
 WITH RECURSIVE chain AS (
-    SELECT id, follows, question, coalesce(asked_as, question) AS asked_as, cited_chunks,
-           1 AS depth
+    SELECT id, follows, question, coalesce(asked_as, question) AS asked_as, answer,
+           cited_chunks, 1 AS depth
     FROM query_log
     WHERE id = %(id)s AND caller_kind = %(caller_kind)s AND caller_subject = %(caller_subject)s
     UNION ALL
-    SELECT q.id, q.follows, q.question, coalesce(q.asked_as, q.question), q.cited_chunks,
-           c.depth + 1
+    SELECT q.id, q.follows, q.question, coalesce(q.asked_as, q.question), q.answer,
+           q.cited_chunks, c.depth + 1
     FROM chain c JOIN query_log q ON q.id = c.follows
     WHERE c.depth < %(turns)s
       AND q.caller_kind = %(caller_kind)s AND q.caller_subject = %(caller_subject)s
 )
-SELECT question, asked_as, cited_chunks FROM chain ORDER BY depth;
+SELECT question, asked_as, answer, cited_chunks FROM chain ORDER BY depth;
 
 -- name: log_citations
 -- The documents an answer cites (not its learned facts: no document holds them).

@@ -21,10 +21,10 @@ def signing_key():
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-@pytest.fixture
-def jwks(tmp_path: Path, signing_key) -> Path:
+@pytest.fixture(scope="module")
+def jwks(tmp_path_factory: pytest.TempPathFactory, signing_key) -> Path:
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
-    path = tmp_path / "jwks.json"
+    path = tmp_path_factory.mktemp("jwks") / "jwks.json"
     path.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig"}]}))
     return path
 

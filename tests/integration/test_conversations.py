@@ -12,7 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from kb_core.database import connect
-from tests.integration.test_service import bearer, employee_jwt
+from tests.integration.test_service import bearer, employee_jwt, streamed_events
 
 pytestmark = pytest.mark.anyio
 
@@ -95,7 +95,7 @@ async def test_a_passage_of_a_group_the_caller_lost_is_neither_used_nor_named(
 
 
 async def test_the_same_words_in_two_conversations_are_not_one_cached_answer(
-        client, signing_key):
+        client, signing_key, sample_index_url):
     token = employee_jwt(signing_key, ["all-employees"])
     leave = await ask(client, token, LEAVE)
     warranty = await ask(client, token, "製品保証規定の保証期間は何か月ですか")
@@ -104,3 +104,40 @@ async def test_the_same_words_in_two_conversations_are_not_one_cached_answer(
     after_warranty = await ask(client, token, words, warranty["query_id"])
     assert after_leave["asked_as"] != after_warranty["asked_as"]
     assert after_leave["query_id"] != after_warranty["query_id"]
+    assert not logged_as_cached(sample_index_url, after_warranty["query_id"])
+
+
+def logged_as_cached(url: str, query_id: str) -> bool:
+    with connect(url) as conn:
+        return conn.execute("SELECT cached FROM query_log WHERE id = %s",
+                            (query_id,)).fetchone()[0]
+
+
+async def test_a_follow_up_is_cached_as_the_question_it_was_searched_as(
+        client, signing_key, sample_index_url):
+    token = employee_jwt(signing_key, ["all-employees"])
+    first = await ask(client, token, LEAVE)
+    once = await ask(client, token, "じゃあ、半日単位でも取れますか", first["query_id"])
+    again = await ask(client, token, "じゃあ、半日単位でも取れますか", first["query_id"])
+    assert logged_as_cached(sample_index_url, again["query_id"])
+    assert (again["answer"], again["asked_as"]) == (once["answer"], once["asked_as"])
+    # The question as searched is that answer's question, asked alone too.
+    alone = await ask(client, token, once["asked_as"])
+    assert logged_as_cached(sample_index_url, alone["query_id"])
+    assert alone["answer"] == once["answer"]
+
+
+async def test_a_follow_up_asking_of_two_things_is_answered_part_by_part(client, signing_key):
+    token = employee_jwt(signing_key, ["all-employees"])
+    first = await ask(client, token, "育児休業の申出は何日前までに必要ですか")
+    both = "育児休業と介護休業だと？"
+    answer = await ask(client, token, both, first["query_id"])
+    assert answer["asked_as"] == "育児休業と介護休業の申出は何日前までに必要ですか"
+    assert [p["label"] for p in answer["parts"]] == ["育児休業", "介護休業"]
+    assert "2週間前" in answer["answer"]
+    events = await streamed_events(client, both, token, "deep", first["query_id"])
+    plan = next(data for name, data in events if name == "stage" and data["stage"] == "plan")
+    assert [p["label"] for p in plan["parts"]] == ["育児休業", "介護休業"]
+    assert [d for n, d in events if n == "stage" and d["stage"] == "part"]
+    done = events[-1][1]
+    assert done["asked_as"] == answer["asked_as"] and len(done["parts"]) == 2

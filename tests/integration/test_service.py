@@ -223,11 +223,13 @@ async def test_streamed_answer_sends_citations_deltas_then_done_with_verificatio
 
 
 async def streamed_events(client: AsyncTestClient, question: str, token: str,
-                          mode: str = "auto") -> list[tuple[str, dict]]:
+                          mode: str = "auto", follows: str | None = None
+                          ) -> list[tuple[str, dict]]:
     """The Server-Sent Events of one streamed answer: (event, data) in order."""
     events: list[list] = []
-    async with client.stream("POST", "/v1/ask",
-                             json={"question": question, "stream": True, "mode": mode},
+    body = {"question": question, "stream": True, "mode": mode} | (
+        {"follows": follows} if follows else {})
+    async with client.stream("POST", "/v1/ask", json=body,
                              headers=bearer(token)) as response:
         assert response.status_code == 200
         async for line in response.aiter_lines():
