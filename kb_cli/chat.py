@@ -28,12 +28,13 @@ INTERRUPTED = "（中断しました）"
 def run(args: argparse.Namespace, settings: Settings) -> int:
     caller = shell_caller(args)
     show_stages = sys.stderr.isatty()
+    prompts = PROMPTS if sys.stdin.isatty() else {False: "", True: ""}  # questions from a pipe
     with open_knowledge_base(settings, connections=1) as kb:
         print(BANNER, file=sys.stderr)
         follows: str | None = args.follows
         while True:
             try:
-                line = input(PROMPTS[follows is not None]).strip()
+                line = input(prompts[follows is not None]).strip()
             except EOFError:  # Ctrl-D
                 print(file=sys.stderr)
                 return 0
@@ -70,8 +71,8 @@ def _turn(kb: KnowledgeBase, caller: Caller, question: str, follows: str | None,
             print(EARLIER_ANSWER_GONE, file=sys.stderr)
             result = ask(kb, caller, question, mode=mode, follows=None,
                          show_stages=show_stages)
-    except KeyboardInterrupt:
+        print_answer(result, question)
+    except KeyboardInterrupt:  # Ctrl-C while it works: back to the prompt, as before it
         print(INTERRUPTED, file=sys.stderr)
         return follows
-    print_answer(result, question)
     return result.query_id
