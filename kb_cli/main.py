@@ -110,13 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
                    ("kb ask \"有給休暇は何日前までに申請が必要ですか\" --groups all-employees",
                     "kb ask \"半日単位でも取れる？\" --groups all-employees --follows QUERY_ID"))
     ask.add_argument("question")
-    ask.add_argument("--groups", type=groups, required=True)
-    ask.add_argument("--mode", choices=["auto", "flash", "deep"], default="auto",
-                     help="auto: part by part when the question asks several things (default); "
-                          "flash: whole; deep: part by part whenever it has parts")
-    ask.add_argument("--follows", metavar="QUERY_ID", default=None,
-                     help="the query_id of an earlier answer this user received with kb ask: "
-                          "the question follows it and is read in that conversation")
+    _ask_arguments(ask, "the question follows it and is read in that conversation")
+    chat = _command(sub, "chat", "chat:run",
+                    "a conversation at the prompt: each question follows the answer before it "
+                    "(/new starts a new conversation, Ctrl-D ends)",
+                    ("kb chat --groups all-employees", "kb chat --groups hr --mode deep"),
+                    json=False)
+    _ask_arguments(chat, "the first question follows it (a conversation begun with kb ask)")
 
     backup = _command(sub, "backup", "backup:backup",
                       "back up the embedded installation to one file (both databases)",
@@ -216,6 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a file holding the API token (kb token create NAME --groups ...) "
                           "whose groups the assistant reads with")
     return parser
+
+
+def _ask_arguments(parser: argparse.ArgumentParser, follows: str) -> None:
+    """The options of `kb ask` and `kb chat`: the caller's groups, the mode, `--follows`."""
+    parser.add_argument("--groups", type=groups, required=True)
+    parser.add_argument("--mode", choices=["auto", "flash", "deep"], default="auto",
+                        help="auto: part by part when the question asks several things "
+                             "(default); flash: whole; deep: part by part whenever it has parts")
+    parser.add_argument("--follows", metavar="QUERY_ID", default=None,
+                        help="the query_id of an earlier answer this user received (kb ask, "
+                             f"kb chat): {follows}")
 
 
 def _dev_user_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,14 +4,13 @@ given on the command line."""
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import time
 from pathlib import Path
 
+from kb_cli.answer_output import ask, print_answer, shell_caller, too_long
 from kb_cli.output import emit
 from kb_cli.progress_display import live_display
-from kb_core.callers import Caller
 from kb_core.settings import Settings
 from kb_eval.conversations import is_conversation_set, load_conversations, run_conversations
 from kb_eval.conversations import text_report as conversation_report
@@ -21,7 +20,7 @@ from kb_eval.report.page import render_html
 from kb_eval.report.payload import json_payload
 from kb_eval.report.plain_text import text_report
 from kb_eval.run import run_question_set
-from kb_search import MODES, Stage, UnknownQueryError, open_knowledge_base
+from kb_search import MODES, UnknownQueryError, open_knowledge_base
 
 __all__ = ["run_ask", "run_eval", "run_search"]
 
@@ -35,7 +34,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
         if args.queries else [args.query]
     )
     with open_knowledge_base(settings, answers=False) as kb:
-        results = [kb.questions.search(_caller(args), q, args.k, args.mode) for q in questions]
+        results = [kb.questions.search(shell_caller(args), q, args.k, args.mode) for q in questions]
 
     def human() -> None:
         for result in results:
@@ -71,33 +70,22 @@ def run_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_ask(args: argparse.Namespace, settings: Settings) -> int:
+    if reason := too_long(args.question, settings):
+        print(f"kb ask: {reason}", file=sys.stderr)
+        return 1
     # On a terminal, the stages of the work go to stderr as they happen; --json and a pipe get
     # the answer alone.
-    show_stages = not args.json and sys.stderr.isatty()
     with open_knowledge_base(settings, connections=1) as kb:
         try:
-            if show_stages:
-                for event in kb.questions.ask_events(_caller(args), args.question,
-                                                     mode=args.mode, follows=args.follows):
-                    if isinstance(event, Stage):
-                        print(_stage_line(event), file=sys.stderr)
-                result = event
-            else:
-                result = kb.questions.ask(_caller(args), args.question, mode=args.mode,
-                                          follows=args.follows)
+            result = ask(kb, shell_caller(args), args.question, mode=args.mode,
+                         follows=args.follows,
+                         show_stages=not args.json and sys.stderr.isatty())
         except UnknownQueryError as exc:
             print(f"kb ask: {exc}", file=sys.stderr)
             return 1
 
     def human() -> None:
-        if result.asked_as != args.question:
-            print(f"（「{result.asked_as}」として検索しました）")
-        print(result.answer)
-        for c in result.citations:
-            where = " ".join(x for x in (c.path, c.heading, c.page or "") if x)
-            print(f"  [{c.n}] {where}")
-        for warning in result.warnings:
-            print(f"  warning: {warning}", file=sys.stderr)
+        print_answer(result, args.question)
         print(f"  follow up: kb ask QUESTION --follows {result.query_id}", file=sys.stderr)
 
     emit(args, result, human)
@@ -111,18 +99,3 @@ def _run_conversations(args: argparse.Namespace, settings: Settings) -> int:
         report = run_conversations(kb, conversations, args.groups or ())
     emit(args, report, lambda: print(conversation_report(report)))
     return 0
-
-
-def _stage_line(stage: Stage) -> str:
-    if stage.stage == "plan":
-        labels = " / ".join(p.label for p in stage.parts or [])
-        return f"… {len(stage.parts or [])}つに分けて調べます: {labels}" if labels else "… 検索中"
-    if stage.stage == "part":
-        return (f"  ({(stage.index or 0) + 1}) " + ("見つかりました" if stage.found
-                                                    else "該当なし") + f"（{stage.hits}件）")
-    return "… 回答を作成中"
-
-
-def _caller(args: argparse.Namespace) -> Caller:
-    """The shell's user, with the groups given on the command line."""
-    return Caller(kind="cli", subject=getpass.getuser(), groups=tuple(args.groups))

@@ -171,7 +171,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("KB_TRUSTED_PROXIES", "`127.0.0.1,::1`",
              "addresses or networks of the proxies in front, separated by commas: their "
              "`X-Forwarded-For` names the client, whose address limits sign-in requests"),
-    Variable("KB_MAX_QUESTION_CHARS", "2000", "longer questions are refused with 400"),
+    Variable("KB_MAX_QUESTION_CHARS", "2000",
+             "longer questions are refused (400 over HTTP; `kb ask` and `kb chat` too)"),
     Variable("KB_QUERY_LOG_RETENTION_DAYS", "90",
              "query log entries older than this are purged daily"),
     Variable("KB_EVAL_SETS", "`samples/eval.jsonl`",
