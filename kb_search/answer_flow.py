@@ -221,8 +221,8 @@ class AnswerFlow:
         question with it in the topic's place, kept when it finds evidence. Otherwise the
         reading in context (an LLM answerer's rewrite, else the topic put before the question)
         is kept when it finds stronger evidence than the question alone, or as strong for a
-        question that points back (それ, じゃあ, 「部長なら？」). A change of topic finds its
-        evidence alone and keeps it."""
+        question that points back (それ, じゃあ, 「部長なら？」), or when neither finds any for
+        such a question. A change of topic finds its evidence alone and keeps it."""
         rewrite = self._rewrite(question, turns)
         if rewrite is None and (placed := in_place(question, turns)) is not None:
             # The earlier question itself, asking of something else of its kind: kept
@@ -239,7 +239,9 @@ class AnswerFlow:
         version, read = self.retrieve(caller, reading)
         versions.append(version)
         if not read.evidence_found:
-            return alone
+            # Found by neither: a question that points back asked what its reading says
+            # (the knowledge-gap report lists it so).
+            return read if not alone.evidence_found and continues(question) else alone
         if not alone.evidence_found or read.answerability > alone.answerability:
             return read
         # As strong: the reading a question that points back asks for.

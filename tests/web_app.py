@@ -70,9 +70,12 @@ def bearer_headers(conn: psycopg.Connection,
             for name, groups in callers.items()}
 
 
-async def ask(client: AsyncTestClient, headers: dict[str, str], question: str) -> dict:
-    """The answer `POST /v1/ask` gives the caller of `headers`, which must succeed."""
-    response = await client.post("/v1/ask", json={"question": question}, headers=headers)
+async def ask(client: AsyncTestClient, headers: dict[str, str], question: str,
+              follows: str | None = None) -> dict:
+    """The answer `POST /v1/ask` gives the caller of `headers` (following the answer
+    `follows`), which must succeed."""
+    body = {"question": question} | ({"follows": follows} if follows else {})
+    response = await client.post("/v1/ask", json=body, headers=headers)
     assert response.status_code == 200, response.text
     return response.json()
 

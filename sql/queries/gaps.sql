@@ -5,10 +5,11 @@
 -- Questions asked since %(since)s that no document answered, whole or in a part, or whose answer
 -- an employee marked unhelpful: only those whose asker's every group is one of the reviewer's.
 -- `parts`: the sub-questions searched and not found (a multi-part question is a gap part by
--- part); `hits`: the passages it retrieved, in rank order.
+-- part); `hits`: the passages it retrieved, in rank order. A follow-up is its question as
+-- searched (「年次有給休暇について、半日単位は？」, not 「半日単位は？」): what it asked.
 SELECT question, not_found, parts, unhelpful, hits
 FROM (
-    SELECT q.question,
+    SELECT coalesce(q.asked_as, q.question) AS question,
            NOT q.found AND q.parts IS NULL AS not_found,
            ARRAY(SELECT p->>'question' FROM jsonb_array_elements(q.parts) WITH ORDINALITY x (p, n)
                  WHERE NOT (p->>'found')::boolean AND coalesce((p->>'searched')::boolean, true)

@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 REVIEWERS = "kb-reviewers"
 PARKING = "駐車場の申し込み方法は？"  # in no document
 SEVERANCE = "退職金の計算方法は？"  # in no document either, asked by hr
+PARKING_FEE = "駐車場について、有料ですか"
 BOTH = "結婚したときの特別休暇は何日ですか？それと駐車場の申込方法は？"  # one part answered
 
 
@@ -72,7 +73,11 @@ def questions_of(report: dict) -> dict[str, int]:
 async def test_the_report_groups_what_went_unanswered_for_the_reviewers_who_may_see_it(
         client, tokens, conn):
     for _ in range(2):
-        assert not (await ask(client, tokens["staff"], PARKING))["found"]
+        parking = await ask(client, tokens["staff"], PARKING)
+        assert not parking["found"]
+    # A follow-up is listed as it was searched: what it asked.
+    fee = await ask(client, tokens["staff"], "それは有料ですか", parking["query_id"])
+    assert not fee["found"] and fee["asked_as"] == PARKING_FEE
     both = await ask(client, tokens["staff"], BOTH)
     assert [p["found"] for p in both["parts"]] == [True, False], both["parts"]
     holiday = await ask(client, tokens["staff"], HOLIDAY_QUESTION)
@@ -90,8 +95,8 @@ async def test_the_report_groups_what_went_unanswered_for_the_reviewers_who_may_
     report = await gaps(client, tokens["reviewer"])
     # The same question asked twice is one question; of the multi-part one, the part not found.
     part = both["parts"][1]["question"]
-    assert questions_of(report) == {PARKING: 2, part: 1, HOLIDAY_QUESTION: 1}
-    assert sum(t["not_found"] for t in report["topics"]) == 3
+    assert questions_of(report) == {PARKING: 2, PARKING_FEE: 1, part: 1, HOLIDAY_QUESTION: 1}
+    assert sum(t["not_found"] for t in report["topics"]) == 4
     assert sum(t["unhelpful"] for t in report["topics"]) == 1
     closest = {d["path"] for t in report["topics"] for d in t["closest"]}
     assert closest and all(p.startswith("corpus/all/") for p in closest), closest
@@ -129,12 +134,12 @@ async def test_the_report_groups_what_went_unanswered_for_the_reviewers_who_may_
 
     # Each question was embedded once for all these readings, and its vector goes with the
     # query log's retention, counted from the last reading that used it.
-    assert conn.execute("SELECT count(*) FROM question_vectors").fetchone()[0] == 4
+    assert conn.execute("SELECT count(*) FROM question_vectors").fetchone()[0] == 5
     conn.execute("UPDATE question_vectors SET used_at = now() - interval '91 days' WHERE "
                  "text_sha256 = encode(sha256(convert_to(normalize(%s, NFKC), 'UTF8')), 'hex')",
                  (SEVERANCE,))
     conn.execute(query("purge_query_log"), {"days": 90})
-    assert conn.execute("SELECT count(*) FROM question_vectors").fetchone()[0] == 3
+    assert conn.execute("SELECT count(*) FROM question_vectors").fetchone()[0] == 4
 
 
 async def test_the_checksum_history_keeps_the_age_of_content_not_of_its_file(
