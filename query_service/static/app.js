@@ -598,7 +598,12 @@ function earlierTurn(result, key) {
     ];
   }
   const feedback = result.answer_shown === false ? null : copyOf(PRISTINE.feedback);
-  if (feedback) wireFeedback(feedback, () => result.query_id);
+  if (feedback) {
+    // Folded to its 👍/👎 until one is chosen: the turns above stay short.
+    feedback.classList.add("folded");
+    feedback.querySelector(".send").disabled = true;
+    wireFeedback(feedback, () => result.query_id);
+  }
   return el("li", {}, el("article", { class: "result turn" },
     el("p", { class: "turn-question", textContent: result.question }),
     read ? el("p", { class: "asked-as", textContent: read }) : null,
@@ -630,6 +635,7 @@ function wireFeedback(block, queryIdOf) {
     button.addEventListener("click", () => {
       for (const other of votes) other.setAttribute("aria-pressed", String(other === button));
       block.dataset.helpful = button.dataset.helpful;
+      block.classList.remove("folded");
       block.querySelector(".send").disabled = false;
     });
   }
@@ -799,6 +805,7 @@ async function loadRecent() {
     const button = el("button", { type: "button", class: "link", textContent: item.question,
                                   title: "この会話を開く" });
     button.addEventListener("click", async () => {
+      if ($("ask-button").disabled) return; // an answer is still coming
       await reopen(item.query_id);
       ($("turns").firstElementChild || $("result")).scrollIntoView({ block: "start" });
     });

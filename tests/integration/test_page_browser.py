@@ -202,6 +202,7 @@ def test_an_employee_signs_in_asks_reads_the_source_gives_feedback_and_signs_out
     page.locator("#citations .card").first.scroll_into_view_if_needed()
     _screenshot(page, "answer-390px")
 
+    page.get_by_role("button", name="新しい会話").click()  # asked on its own, not as a follow-up
     _ask(page, "社内ロケット打ち上げ手順はどこですか")
     page.locator("#not-found").wait_for()
     assert page.locator("#citations .card").count() == 0
@@ -383,8 +384,8 @@ def test_a_reviewer_sees_the_questions_no_document_answered_of_askers_within_its
         _ask(employee, UNANSWERED)
         employee.locator("#not-found").wait_for()
     _answered(employee, HOLIDAY_QUESTION)
-    employee.get_by_role("button", name="役に立たなかった").click()
-    employee.get_by_role("button", name="送信").click()
+    employee.locator("#feedback").get_by_role("button", name="役に立たなかった").click()
+    employee.locator("#feedback").get_by_role("button", name="送信").click()
     employee.locator("#feedback-thanks", has_text="送信しました").wait_for()
     assert employee.locator("#gaps").is_hidden()
     employee.context.close()
