@@ -55,7 +55,14 @@ from kb_search.operations import (
     Operations,
 )
 from kb_search.passage_reference import PassageRef, ReadByOcr, reference
-from kb_search.query_log import QueryLog, UnknownQueryError
+from kb_search.query_log import (
+    REOPENED_TURNS,
+    QueryLog,
+    RecentQuestion,
+    ReopenedCitation,
+    ReopenedTurn,
+    UnknownQueryError,
+)
 from kb_search.questions import Assessment, Questions
 from kb_search.search import MODES, Mode, Ranks, SearchHit, SearchResult
 from kb_search.sources import (
@@ -71,6 +78,7 @@ __all__ = [
     "MAX_PASSAGES",
     "MODES",
     "NOT_FOUND",
+    "REOPENED_TURNS",
     "AnswerDelta",
     "AnswerEvent",
     "AnswerPart",
@@ -114,7 +122,10 @@ __all__ = [
     "Questions",
     "Ranks",
     "ReadByOcr",
+    "RecentQuestion",
     "RelationEvidence",
+    "ReopenedCitation",
+    "ReopenedTurn",
     "SearchHit",
     "SearchResult",
     "Sources",

@@ -11,7 +11,7 @@ import msgspec
 from litestar.params import Body, KwargDefinition, Parameter
 
 from kb_core.read_routing import ReplicaStatus
-from kb_search import MAX_PASSAGES, CorrectionForReview
+from kb_search import MAX_PASSAGES, CorrectionForReview, RecentQuestion, ReopenedTurn
 from query_service.hostile_input import storable
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "AskRequest",
     "CorrectionReceipt",
     "CorrectionRequest",
+    "Conversation",
     "CorrectionsToReview",
     "FeedbackReceipt",
     "FeedbackRequest",
@@ -107,7 +108,16 @@ class FeedbackReceipt(msgspec.Struct):
 
 
 class RecentQuestions(msgspec.Struct):
-    questions: list[str]
+    questions: list[str]  # the questions alone, newest first
+    # The same questions in the same order, each with the query_id of its latest answer: the
+    # conversation GET /v1/conversations/{query_id} reopens.
+    items: list[RecentQuestion] = []
+
+
+class Conversation(msgspec.Struct):
+    """A conversation reopened: its turns, the oldest first, ending at the answer asked for."""
+
+    turns: list[ReopenedTurn]
 
 
 class CorrectionReceipt(msgspec.Struct):

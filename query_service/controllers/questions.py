@@ -3,6 +3,7 @@ an answer and the caller's recent questions."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -44,6 +45,7 @@ from query_service.schemas import (
     BEARER,
     CLOSED,
     AskRequest,
+    Conversation,
     FeedbackReceipt,
     FeedbackRequest,
     RecentQuestions,
@@ -51,6 +53,9 @@ from query_service.schemas import (
 )
 
 __all__ = ["QuestionsController"]
+
+_UNKNOWN_ANSWER = ("names no answer this caller received (never given, purged, or another "
+                   "caller's: one and the same)")
 
 
 @dataclass
@@ -99,9 +104,7 @@ class QuestionsController(Controller):
     # Annotated Response[AskResult], not `AskResult | ServerSentEvent`: the union became
     # `oneOf: [AskResult, {}]` in OpenAPI, which no answer can satisfy (it matches both).
     @post("/ask", operation_id="ask", status_code=200, operation_class=AskOperation,
-          responses=ERROR_RESPONSES | {404: error_response(
-              "`follows` names no answer this caller received (never given, purged, or "
-              "another caller's: one and the same)")})
+          responses=ERROR_RESPONSES | {404: error_response(f"`follows` {_UNKNOWN_ANSWER}")})
     async def ask(self, data: Annotated[AskRequest, CLOSED], caller: Caller,
                   questions: Questions, state: State) -> Response[AskResult]:
         """A short answer with [n] citations, or 「該当する記載が見つかりませんでした。」."""
@@ -129,8 +132,18 @@ class QuestionsController(Controller):
          before_request=refuse_unknown_query)
     async def recent_questions(self, caller: Caller, query_log: QueryLog) -> RecentQuestions:
         """The caller's own latest questions (their text only), newest first."""
-        return RecentQuestions(await anyio.to_thread.run_sync(query_log.recent_questions,
-                                                              caller))
+        recent = await anyio.to_thread.run_sync(query_log.recent, caller)
+        return RecentQuestions([r.question for r in recent], recent)
+
+    @get("/conversations/{query_id:uuid}", operation_id="conversation",
+         before_request=refuse_unknown_query,
+         responses=ERROR_RESPONSES | {404: error_response(f"`query_id` {_UNKNOWN_ANSWER}")})
+    async def conversation(self, query_id: uuid.UUID, caller: Caller,
+                           query_log: QueryLog) -> Conversation:
+        """The caller's conversation ending at its answer `query_id`, oldest turn first (at most
+        the latest 20), each answer shown only while every passage it cited is readable."""
+        return Conversation(await anyio.to_thread.run_sync(query_log.reopen, caller,
+                                                           str(query_id)))
 
 
 async def _answer_events(events: Iterator[AnswerEvent]

@@ -11,14 +11,27 @@
 // `delta` names in `cited` each [n] its text uses for the first time and the passage it stands
 // for, and its card appears then; `done` carries the citations with their quotes, and is what
 // the page finally shows.
+//
+// The page is a conversation: each question after the first is sent with `follows`, the
+// query_id of the last answer, and the turns before it stay above it. The conversation is the
+// server's (the query log's chain of answers): the page keeps only its last query_id, in the
+// URL (?c=), nothing in the browser's storage, so a reload reopens it
+// (GET /v1/conversations/{query_id}), as a recent question does.
 "use strict";
 
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
 const $ = (id) => document.getElementById(id);
 const GAP = "…"; // between parts of a quote that are apart in the passage
-// {queryId, offered: Map passage -> offered passage, cited: Map n -> citation shown,
-//  parts: the plan's parts, when the question is answered in several}
+// The turn being asked or shown last: {key: its number on the page, queryId, result: the
+// answer as `done` or a reopening gave it, offered: Map passage -> offered passage, cited: Map
+// n -> citation shown, parts: the plan's parts, when the question is answered in several}
 let current = null;
+let tip = null; // the query_id of the conversation's last answer: what the next one follows
+let drawn = 0; // turns drawn so far: each turn's citation cards get ids of their own
+const QUERY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const UNVERIFIED = "この回答の一部は出典で確認できませんでした。出典を必ず確認してください。";
+// The page's own blocks as they are before any answer: an earlier turn shows copies of them.
+const PRISTINE = {};
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -81,23 +94,24 @@ async function* serverEvents(response) {
   }
 }
 
-// A link to citation card n, once the card is there.
-function refLink(n) {
-  return current && current.cited.has(n)
-    ? el("a", { href: `#cite-${n}`, class: "ref", textContent: `[${n}]` })
+// A link to citation card n of `turn`, once the card is there.
+function refLink(n, turn = current) {
+  return turn && turn.cited.has(n)
+    ? el("a", { href: `#cite-${turn.key}-${n}`, class: "ref", textContent: `[${n}]` })
     : `[${n}]`;
 }
 
 // Text with each [n] a link to its citation card, and each entity the answer names a link to
 // its entity card.
-function withRefs(text) {
+function withRefs(text, turn = current) {
   const nodes = [];
   let last = 0;
   for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    nodes.push(...withEntities(text.slice(last, match.index)), refLink(Number(match[1])));
+    nodes.push(...withEntities(text.slice(last, match.index), turn),
+      refLink(Number(match[1]), turn));
     last = match.index + match[0].length;
   }
-  nodes.push(...withEntities(text.slice(last)));
+  nodes.push(...withEntities(text.slice(last), turn));
   return nodes;
 }
 
@@ -109,12 +123,12 @@ function entityPattern(entities) {
   return names.length ? new RegExp(escaped.join("|"), "gi") : null;
 }
 
-function withEntities(text) {
-  if (!current || !current.entityPattern) return [text];
+function withEntities(text, turn) {
+  if (!turn || !turn.entityPattern) return [text];
   const nodes = [];
   let last = 0;
-  for (const match of text.matchAll(current.entityPattern)) {
-    const entity = current.entities.get(match[0].toLowerCase());
+  for (const match of text.matchAll(turn.entityPattern)) {
+    const entity = turn.entities.get(match[0].toLowerCase());
     nodes.push(text.slice(last, match.index), entityLink(entity, match[0]));
     last = match.index + match[0].length;
   }
@@ -200,18 +214,22 @@ const PART_HEADING = /^【([^【】\n]+)】$/;
 // The answer's text, a paragraph for each block between blank lines: a block that opens with
 // a 【label】 line is a part's answer under a small heading, and a closing 「比較：」 stands
 // apart.
-function renderAnswer(text) {
-  const blocks = text.split(/\n{2,}/).filter((block) => block.trim()).map((block) => {
+function answerBlocks(text, turn = current) {
+  return text.split(/\n{2,}/).filter((block) => block.trim()).map((block) => {
     const [first, ...rest] = block.split("\n");
     const heading = first.match(PART_HEADING);
     if (!heading) {
-      return el("p", { class: block.startsWith("比較：") ? "comparison" : "" }, ...withRefs(block));
+      return el("p", { class: block.startsWith("比較：") ? "comparison" : "" },
+        ...withRefs(block, turn));
     }
     return el("div", { class: "answer-part" },
       el("h3", { textContent: heading[1] }),
-      rest.length ? el("p", {}, ...withRefs(rest.join("\n"))) : null);
+      rest.length ? el("p", {}, ...withRefs(rest.join("\n"), turn)) : null);
   });
-  $("answer").replaceChildren(...blocks);
+}
+
+function renderAnswer(text) {
+  $("answer").replaceChildren(...answerBlocks(text));
 }
 
 // How each part of a question asked in parts stands: the mark shown, and its words.
@@ -298,7 +316,7 @@ function whereLine(passage) {
 }
 
 // A passage opens its document; a learned fact (an approved correction) has none to open.
-function sourceLink(c) {
+function sourceLink(c, turn) {
   if (c.learned_fact) return null;
   const open = el("a", {
     href: `/v1/documents/${c.document_id}?chunk_id=${c.chunk_id}`,
@@ -306,7 +324,7 @@ function sourceLink(c) {
   });
   open.addEventListener("click", (event) => {
     event.preventDefault();
-    const cited = current.cited.get(c.n);
+    const cited = turn.cited.get(c.n);
     openSource(c.document_id, c.chunk_id, cited?.quote || "", cited?.cells || []);
   });
   return open;
@@ -357,8 +375,9 @@ function markedPart(part, cells) {
   return el("mark", {}, ...pieces);
 }
 
-function citationCard(c) {
-  return el("li", { id: `cite-${c.n}`, class: c.learned_fact ? "card learned" : "card" },
+function citationCard(c, turn = current) {
+  return el("li", { id: `cite-${turn.key}-${c.n}`,
+                    class: c.learned_fact ? "card learned" : "card" },
     el("div", { class: "card-head" },
       el("span", { class: "num", textContent: `[${c.n}]` }),
       el("strong", { class: "title", textContent: c.title }),
@@ -366,13 +385,13 @@ function citationCard(c) {
     c.learned_fact ? null : el("div", { class: "path", textContent: c.path }),
     whereLine(c),
     cellsBlock(c) || quoteBlock(c),
-    sourceLink(c));
+    sourceLink(c, turn));
 }
 
 // The cards of the citations, in the answer's order.
 function renderCitations(citations) {
   current.cited = new Map(citations.map((c) => [c.n, c]));
-  $("citations").replaceChildren(...citations.map(citationCard));
+  $("citations").replaceChildren(...citations.map((c) => citationCard(c)));
   $("sources-title").hidden = citations.length === 0;
 }
 
@@ -386,9 +405,14 @@ function addCitation({ n, passage }) {
   $("sources-title").hidden = false;
 }
 
-async function ask(question) {
-  current = { queryId: null, offered: new Map(), cited: new Map(), parts: null };
+// The turn shown last made ready for `question`: empty, its number new.
+function resetLive(question) {
+  current = { key: ++drawn, question, queryId: null, offered: new Map(), cited: new Map(),
+              parts: null };
   $("result").hidden = false;
+  $("turn-question").textContent = question;
+  $("asked-as").hidden = true;
+  $("withheld").hidden = true;
   $("parts").hidden = true;
   $("parts-list").replaceChildren();
   $("not-found").hidden = true;
@@ -401,17 +425,72 @@ async function ask(question) {
   $("correct-form").hidden = true;
   $("correct-thanks").hidden = true;
   $("correction").value = "";
-  for (const vote of document.querySelectorAll(".vote")) vote.setAttribute("aria-pressed", "false");
+  for (const vote of $("feedback").querySelectorAll(".vote")) {
+    vote.setAttribute("aria-pressed", "false");
+  }
   $("answer").replaceChildren();
-  // Read out once it is whole, not at every piece of streamed text.
-  $("answer").setAttribute("aria-busy", "true");
   $("citations").replaceChildren();
   $("sources-title").hidden = true;
+}
+
+// A notice above the conversation (not an error): null takes it away.
+function notice(text) {
+  $("notice").textContent = text || "";
+  $("notice").hidden = !text;
+}
+
+// The conversation's last answer, kept in the URL only, for a reload to reopen it.
+function remember(queryId) {
+  tip = queryId;
+  const url = queryId ? `${location.pathname}?c=${encodeURIComponent(queryId)}` : location.pathname;
+  history.replaceState(null, "", url);
+  $("new-conversation").hidden = !queryId;
+  $("question").placeholder = queryId ? "続けて質問できます（例：半日単位でも取れますか）"
+                                      : "例：有給休暇は何日前までに申請が必要ですか";
+}
+
+// The conversation left behind: the next question is asked on its own.
+function newConversation(text = null) {
+  current = null;
+  $("turns").replaceChildren();
+  $("result").hidden = true;
+  notice(text);
+  remember(null);
+}
+
+const PURGED = "前の会話は保存期間を過ぎたため、新しい会話として質問しました。";
+const GONE = "前の会話は保存期間を過ぎたため開けませんでした。新しい会話を始めてください。";
+
+function askRequest(question, follows) {
+  const body = follows ? { question, stream: true, follows } : { question, stream: true };
+  return api("/v1/ask", { method: "POST", body });
+}
+
+// The turn before this one stays above it, as it was answered.
+function keepTurn() {
+  if (current && current.queryId) $("turns").append(earlierTurn(current.result, current.key));
+}
+
+async function ask(question) {
+  keepTurn();
+  resetLive(question);
+  notice(null);
+  // Read out once it is whole, not at every piece of streamed text.
+  $("answer").setAttribute("aria-busy", "true");
   $("ask-button").disabled = true;
+  $("new-conversation").disabled = true; // until this answer is whole
+  $("result").scrollIntoView({ block: "start" });
   status("検索しています…");
   let text = "";
   try {
-    const response = await api("/v1/ask", { method: "POST", body: { question, stream: true } });
+    let response = await askRequest(question, tip);
+    // The answer it follows has been purged: the question starts a new conversation.
+    if (response.status === 404 && tip
+        && (await response.clone().json().catch(() => ({}))).error === "unknown_query") {
+      newConversation(PURGED);
+      resetLive(question);
+      response = await askRequest(question, null);
+    }
     if (!response.ok) {
       const body = await response.json().catch(() => ({}));
       status(`エラー：${body.detail || response.status}`, true);
@@ -431,6 +510,7 @@ async function ask(question) {
         renderAnswer(text);
       } else if (event === "done") {
         finish(data);
+        $("question").value = "";
       }
     }
     if (!current.queryId) status("回答を最後まで受け取れませんでした。もう一度お試しください。", true);
@@ -440,13 +520,30 @@ async function ask(question) {
     $("answer").setAttribute("aria-busy", "false");
     if (!current.queryId) $("parts").hidden = true; // no answer: its parts' progress is moot
     $("ask-button").disabled = false;
+    $("new-conversation").disabled = false;
     loadRecent();
   }
 }
 
+// 「…」として検索しました: how a follow-up was read, when not as asked.
+function askedAs(result) {
+  return result.asked_as && result.asked_as !== result.question
+    ? `「${result.asked_as}」として検索しました` : "";
+}
+
+// An answer, streamed or reopened, as the last turn shows it; a reopened answer whose
+// passages the employee may no longer read shows its question alone.
 function finish(result) {
   current.queryId = result.query_id;
+  current.result = { question: current.question, ...result };
+  remember(result.query_id);
   status("");
+  $("asked-as").textContent = askedAs(current.result);
+  $("asked-as").hidden = !askedAs(current.result);
+  if (result.answer_shown === false) {
+    $("withheld").hidden = false;
+    return;
+  }
   if (!result.found) {
     $("answer").replaceChildren();
     renderCitations([]);
@@ -463,24 +560,99 @@ function finish(result) {
       .map((c) => c.chunk_id);
     $("correct").hidden = current.correctable.length === 0;
     if (!result.verified) {
-      $("warning").textContent = "この回答の一部は出典で確認できませんでした。出典を必ず確認してください。";
+      $("warning").textContent = UNVERIFIED;
       $("warning").hidden = false;
     }
   }
   $("feedback").hidden = false;
 }
 
-async function sendFeedback(helpful) {
-  if (!current || !current.queryId) return;
-  const comment = $("feedback-comment").value.trim();
-  const body = { query_id: current.queryId, helpful };
+// A copy of one of the page's own blocks, without its ids, shown.
+function copyOf(block) {
+  const copy = block.cloneNode(true);
+  for (const node of [copy, ...copy.querySelectorAll("[id]")]) node.removeAttribute("id");
+  copy.hidden = false;
+  return copy;
+}
+
+// An earlier turn of the conversation: its question, how it was read, and its answer with its
+// citations and feedback, or why it is not shown.
+function earlierTurn(result, key) {
+  const turn = {
+    key, cited: new Map((result.citations || []).map((c) => [c.n, c])),
+    entities: new Map((result.entities || []).map((e) => [e.name.toLowerCase(), e])),
+    entityPattern: entityPattern(result.entities || []),
+  };
+  const read = askedAs(result);
+  let body;
+  if (result.answer_shown === false) {
+    body = [copyOf(PRISTINE.withheld)];
+  } else if (!result.found) {
+    body = [copyOf(PRISTINE.notFound)];
+  } else {
+    body = [
+      el("div", { class: "answer" }, ...answerBlocks(result.answer, turn)),
+      result.verified ? null : el("p", { class: "warning", textContent: UNVERIFIED }),
+      result.citations.length ? el("h3", { textContent: "出典" }) : null,
+      el("ol", { class: "citations" }, ...result.citations.map((c) => citationCard(c, turn))),
+    ];
+  }
+  const feedback = result.answer_shown === false ? null : copyOf(PRISTINE.feedback);
+  if (feedback) {
+    // Folded to its 👍/👎 until one is chosen: the turns above stay short.
+    feedback.classList.add("folded");
+    feedback.querySelector(".send").disabled = true;
+    wireFeedback(feedback, () => result.query_id);
+  }
+  return el("li", {}, el("article", { class: "result turn" },
+    el("p", { class: "turn-question", textContent: result.question }),
+    read ? el("p", { class: "asked-as", textContent: read }) : null,
+    ...body, feedback));
+}
+
+// The conversation that ends at the answer `queryId`, as the employee left it: its earlier
+// turns above, its last one ready to be followed. One whose answers have been purged starts
+// a new conversation, with a notice.
+async function reopen(queryId) {
+  const response = await api(`/v1/conversations/${encodeURIComponent(queryId)}`);
+  if (!response.ok) {
+    newConversation(response.status === 404 ? GONE : "会話を開けませんでした。");
+    return;
+  }
+  const { turns } = await response.json();
+  newConversation();
+  const last = turns.pop();
+  $("turns").replaceChildren(...turns.map((turn) => earlierTurn(turn, ++drawn)));
+  resetLive(last.question);
+  finish(last);
+}
+
+// The 👍/👎 of one answer: a vote is chosen first and sent with the comment, as one piece of
+// feedback.
+function wireFeedback(block, queryIdOf) {
+  const votes = block.querySelectorAll(".vote");
+  for (const button of votes) {
+    button.addEventListener("click", () => {
+      for (const other of votes) other.setAttribute("aria-pressed", String(other === button));
+      block.dataset.helpful = button.dataset.helpful;
+      block.classList.remove("folded");
+      block.querySelector(".send").disabled = false;
+    });
+  }
+  block.querySelector(".send").addEventListener("click", () => sendFeedback(block, queryIdOf()));
+}
+
+async function sendFeedback(block, queryId) {
+  if (!queryId) return;
+  const comment = block.querySelector(".comment").value.trim();
+  const body = { query_id: queryId, helpful: block.dataset.helpful === "true" };
   if (comment) body.comment = comment;
   const response = await api("/v1/feedback", { method: "POST", body });
-  const thanks = $("feedback-thanks");
+  const thanks = block.querySelector(".thanks");
   thanks.textContent = response.ok ? "フィードバックを送信しました。ありがとうございます。"
                                    : "フィードバックを送信できませんでした。";
   thanks.hidden = false;
-  if (response.ok) $("feedback-send").disabled = true;
+  if (response.ok) block.querySelector(".send").disabled = true;
 }
 
 async function sendCorrection() {
@@ -625,14 +797,17 @@ async function openSource(documentId, chunkId, quote, cells = []) {
 async function loadRecent() {
   const response = await api("/v1/recent-questions");
   if (!response.ok) return;
-  const { questions } = await response.json();
+  const { items } = await response.json();
   const list = $("recent");
-  if (!questions.length) return;
-  list.replaceChildren(...questions.map((q) => {
-    const button = el("button", { type: "button", class: "link", textContent: q });
-    button.addEventListener("click", () => {
-      $("question").value = q;
-      ask(q);
+  if (!items.length) return;
+  // Each reopens the conversation of its latest answer.
+  list.replaceChildren(...items.map((item) => {
+    const button = el("button", { type: "button", class: "link", textContent: item.question,
+                                  title: "この会話を開く" });
+    button.addEventListener("click", async () => {
+      if ($("ask-button").disabled) return; // an answer is still coming
+      await reopen(item.query_id);
+      ($("turns").firstElementChild || $("result")).scrollIntoView({ block: "start" });
     });
     return el("li", {}, button);
   }));
@@ -645,6 +820,9 @@ function start() {
   $("signed-out").hidden = signedIn;
   $("sign-in").hidden = document.body.dataset.signInAvailable !== "true";
   if (!signedIn) return;
+  PRISTINE.feedback = $("feedback").cloneNode(true);
+  PRISTINE.notFound = $("not-found").cloneNode(true);
+  PRISTINE.withheld = $("withheld").cloneNode(true);
   $("ask-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const question = $("question").value.trim();
@@ -656,17 +834,11 @@ function start() {
       $("ask-form").requestSubmit();
     }
   });
-  // A vote is chosen first and sent with the comment, as one piece of feedback.
-  for (const button of document.querySelectorAll(".vote")) {
-    button.addEventListener("click", () => {
-      for (const other of document.querySelectorAll(".vote")) {
-        other.setAttribute("aria-pressed", String(other === button));
-      }
-      current.helpful = button.dataset.helpful === "true";
-      $("feedback-send").disabled = false;
-    });
-  }
-  $("feedback-send").addEventListener("click", () => sendFeedback(current.helpful));
+  wireFeedback($("feedback"), () => current && current.queryId);
+  $("new-conversation").addEventListener("click", () => {
+    newConversation();
+    $("question").focus();
+  });
   $("correct-open").addEventListener("click", () => {
     $("correct-form").hidden = false;
     $("correction").focus();
@@ -686,6 +858,10 @@ function start() {
     window.location.href = "/";
   });
   loadRecent();
+  // A conversation the URL names (a reload): reopened from the server.
+  const reopened = new URLSearchParams(location.search).get("c");
+  if (reopened && QUERY_ID.test(reopened)) reopen(reopened);
+  else if (reopened) remember(null);
 }
 
 start();

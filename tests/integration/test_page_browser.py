@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -41,6 +42,10 @@ UNANSWERED = "駐車場の申し込み方法は？"  # in no document of the cor
 OUTSIDERS_QUESTION = "退職金の計算方法は？"  # in none either, asked by a member of hr alone
 # Answered from one cell of a matrix (別表3), read by both headers and the notes' category.
 TABLE_QUESTION = "課長がB地域へ出張するときの日当はいくらですか"
+# A conversation over the sample documents: the second question is read with the first's topic
+# (its `asked_as` shown), the third changes the topic.
+CONVERSATION = ["年次有給休暇は何日前までに申請が必要ですか", "じゃあ、半日単位でも取れますか",
+                "タクシー代は経費で精算できますか"]
 # Everything the status line and the parts' lines show, in order, however fast the stream:
 # the observer's records keep each node as it was added, and the page replaces a line rather
 # than altering it.
@@ -197,6 +202,7 @@ def test_an_employee_signs_in_asks_reads_the_source_gives_feedback_and_signs_out
     page.locator("#citations .card").first.scroll_into_view_if_needed()
     _screenshot(page, "answer-390px")
 
+    page.get_by_role("button", name="新しい会話").click()  # asked on its own, not as a follow-up
     _ask(page, "社内ロケット打ち上げ手順はどこですか")
     page.locator("#not-found").wait_for()
     assert page.locator("#citations .card").count() == 0
@@ -378,8 +384,8 @@ def test_a_reviewer_sees_the_questions_no_document_answered_of_askers_within_its
         _ask(employee, UNANSWERED)
         employee.locator("#not-found").wait_for()
     _answered(employee, HOLIDAY_QUESTION)
-    employee.get_by_role("button", name="役に立たなかった").click()
-    employee.get_by_role("button", name="送信").click()
+    employee.locator("#feedback").get_by_role("button", name="役に立たなかった").click()
+    employee.locator("#feedback").get_by_role("button", name="送信").click()
     employee.locator("#feedback-thanks", has_text="送信しました").wait_for()
     assert employee.locator("#gaps").is_hidden()
     employee.context.close()
@@ -587,3 +593,101 @@ def test_an_entity_card_outside_the_callers_groups_is_not_found(sample_service, 
     assert found == []
     assert page.request.get(f"{sample_service}/v1/entities/%E6%B9%96%E8%A5%BF%E5%B7%A5%E5%A0%B4"
                             ).json()["name"] == "湖西工場"
+
+
+def _asked(page) -> list[dict]:
+    """The bodies the page sends to /v1/ask, as it sends them."""
+    sent: list[dict] = []
+    page.on("request", lambda r: sent.append(json.loads(r.post_data))
+            if r.url.endswith("/v1/ask") else None)
+    return sent
+
+
+def test_a_conversation_stacks_its_turns_reopens_after_a_reload_and_starts_over(
+    sample_service, browser, provider, sample_index_url
+):
+    provider.user = {"sub": f"emp-{uuid.uuid4()}", "name": "渡辺 真理",
+                     "groups": ["all-employees"]}
+    context = browser.new_context(locale="ja-JP", viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    _sign_in(page, sample_service)
+    sent = _asked(page)
+    for question in CONVERSATION:
+        _answered(page, question)
+        assert page.locator("#turn-question").inner_text() == question
+    # Each question after the first follows the answer before it; the URL names the last.
+    last = page.url.split("?c=")[1]
+    assert [("follows" in body) for body in sent] == [False, True, True]
+    assert sent[2]["follows"] != sent[1]["follows"]
+
+    earlier = page.locator("#turns .turn")
+    assert earlier.locator(".turn-question").all_inner_texts() == CONVERSATION[:2]
+    read = earlier.nth(1).locator(".asked-as").inner_text()
+    assert read.startswith("「年次有給休暇")
+    assert read.endswith("半日単位でも取れますか」として検索しました")
+    assert earlier.nth(0).locator(".asked-as").count() == 0
+    assert "3営業日前" in earlier.nth(0).locator(".answer").inner_text()
+    for turn in earlier.all():  # each turn with its cards and its own feedback
+        assert turn.locator(".citations .card").count() >= 1
+        assert turn.get_by_role("button", name="役に立った").is_visible()
+    # Every [n] opens its own turn's card.
+    hrefs = page.locator("a.ref").evaluate_all("refs => refs.map(r => r.getAttribute('href'))")
+    assert hrefs and all(page.locator(h).count() == 1 for h in set(hrefs))
+    # An earlier turn's feedback is its own answer's.
+    earlier.nth(0).get_by_role("button", name="役に立った").click()
+    earlier.nth(0).get_by_role("button", name="送信").click()
+    earlier.nth(0).locator(".thanks", has_text="送信しました").wait_for()
+    with connect(sample_index_url, autocommit=True) as conn:
+        rated = conn.execute("SELECT q.question FROM feedback f JOIN query_log q "
+                             "ON q.id = f.query_id WHERE q.caller_subject = %s",
+                             (provider.user["sub"],)).fetchall()
+    assert rated == [(CONVERSATION[0],)]
+    _screenshot(page, "conversation-desktop")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    earlier.nth(1).scroll_into_view_if_needed()
+    _screenshot(page, "conversation-390px")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # A reload reopens it from the server: nothing of it is in the browser's storage.
+    page.reload()
+    page.locator("#turns .turn").nth(1).wait_for()
+    assert page.locator("#turns .turn .turn-question").all_inner_texts() == CONVERSATION[:2]
+    assert page.locator("#turn-question").inner_text() == CONVERSATION[2]
+    assert page.locator("#turns .turn").nth(1).locator(".asked-as").inner_text() == read
+    assert page.locator("#feedback").is_visible()
+    assert page.evaluate("localStorage.length + sessionStorage.length") == 0
+    assert all("session" in c["name"] for c in context.cookies())
+    _answered(page, "それは誰に申請しますか")
+    assert page.locator("#turns .turn").count() == 3
+    assert sent[-1]["follows"] == last
+
+    # 新しい会話: the turns go, and the next question is asked on its own.
+    page.get_by_role("button", name="新しい会話").click()
+    assert page.locator("#turns .turn").count() == 0 and page.locator("#result").is_hidden()
+    assert "?c=" not in page.url
+    _answered(page, CONVERSATION[0])
+    assert "follows" not in sent[-1]
+
+    # The answer it follows purged by the log's retention: asked anew, with a notice.
+    with connect(sample_index_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM query_log WHERE caller_subject = %s AND question = %s",
+                     (provider.user["sub"], CONVERSATION[0]))
+    _ask(page, CONVERSATION[1])
+    page.locator("#notice", has_text="新しい会話として質問しました").wait_for()
+    page.locator("#feedback").wait_for()
+    assert [("follows" in body) for body in sent[-2:]] == [True, False]
+    assert page.locator("#turns .turn").count() == 0
+    assert page.locator("#status").inner_text() == ""
+    _screenshot(page, "conversation-purged")
+
+    # A recent question reopens its conversation, from the turn after the one purged; one
+    # purged whole is a notice, not an error.
+    page.locator("#recent button", has_text=CONVERSATION[2]).click()
+    page.locator("#turns .turn").first.wait_for()
+    assert page.locator("#turns .turn .turn-question").all_inner_texts() == CONVERSATION[1:2]
+    assert page.locator("#turn-question").inner_text() == CONVERSATION[2]
+    page.goto(f"{sample_service}/?c={uuid.uuid4()}")
+    page.locator("#notice", has_text="保存期間を過ぎたため開けませんでした").wait_for()
+    assert page.locator("#result").is_hidden() and "?c=" not in page.url
+    context.close()
