@@ -35,6 +35,7 @@ from kb_search.follow_ups import (
     exchanges,
     in_context,
     in_place,
+    speaks_of,
 )
 from kb_search.grounded_answers import AskResult, GroundedAnswers, PreparedAnswer
 from kb_search.part_answers import (
@@ -67,6 +68,8 @@ __all__ = [
 # unless one passage turns out to answer every part.
 AskMode = Literal["auto", "flash", "deep"]
 logger = logging.getLogger(__name__)
+# The passages of a follow-up's reading that must write a word of the question's own.
+_READ_PASSAGES = 3
 ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
 
 
@@ -238,6 +241,8 @@ class AnswerFlow:
             return alone
         version, read = self.retrieve(caller, reading)
         versions.append(version)
+        if not (continues(question) or speaks_of(question, read.search.hits[:_READ_PASSAGES])):
+            return alone  # a question of its own, whose reading found the earlier topic
         if not read.evidence_found:
             # Found by neither: a question that points back asked what its reading says
             # (the knowledge-gap report lists it so).

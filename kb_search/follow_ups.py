@@ -41,6 +41,7 @@ __all__ = [
     "exchanges",
     "in_context",
     "in_place",
+    "speaks_of",
     "topic",
 ]
 
@@ -122,6 +123,17 @@ def in_context(question: str, history: list[EarlierTurn]) -> str | None:
     return f"{'・'.join(words)}について、{rest}"
 
 
+
+
+def speaks_of(question: str, passages: list[SearchHit]) -> bool:
+    """Whether the passages a reading found write a word the question says itself (「首都」 of
+    「首都はどこでしたか」), or the question says none: a reading whose passages write none of
+    the question's own words (「社内ロケット打ち上げ手順はどこですか」 read with 有給休暇) found
+    the earlier topic, not what was asked."""
+    text = unicodedata.normalize("NFKC", question)
+    own = [w for w in _WORD.findall(_CODE.sub(" ", text)) if not _ASKING.match(w)]
+    written = normalize(" ".join(h.content for h in passages))
+    return not own or any(normalize(w) in written for w in own)
 
 def in_place(question: str, history: list[EarlierTurn]) -> str | None:
     """The latest turn's question as searched with what the question names put in the place

@@ -59,6 +59,9 @@ async def test_a_question_with_a_topic_of_its_own_is_answered_as_if_asked_alone(
     assert changed["answer"] == alone["answer"]
     assert [c["chunk_id"] for c in changed["citations"]] == [
         c["chunk_id"] for c in alone["citations"]]
+    # Of its own topic, and in no document: not answered from the earlier topic.
+    nowhere = await ask(client, token, "社内ロケット打ち上げ手順はどこですか", first["query_id"])
+    assert not nowhere["found"] and nowhere["asked_as"] == "社内ロケット打ち上げ手順はどこですか"
 
 
 async def test_another_callers_answer_is_the_same_404_as_one_never_given(client, signing_key):
