@@ -4,6 +4,9 @@ and POST /v1/ask (extractive), at a fixed offered load and at the most 32 client
     .venv/bin/python bench/service.py --seconds 30 --chunks 100000
     .venv/bin/python bench/service.py --replica --skip-100k   # one replica vs none
     .venv/bin/python bench/service.py --deep /tmp/jaquad_multipart.jsonl --home /tmp/kbjq
+    .venv/bin/python bench/service.py --conversations samples/eval_conversations.jsonl
+    .venv/bin/python bench/service.py --conversations /tmp/jaquad_conversations.jsonl \
+        --home /tmp/kbjq --groups public
 
 
 Builds its own installation in a temporary KB_HOME under /tmp (embedded PostgreSQL, default
@@ -67,6 +70,27 @@ existing installation at --home (ingesting JaQuAD takes 15+ minutes), with a tok
 - Scored by kb_eval.parts over the first pass's answers: every part's document cited, both
   gold answers held against the parts asked separately, the length of a part's block against
   a part's answer asked alone and a single question's, and per form of FILE's lines.
+
+With --conversations FILE (follow-ups), no load either: one client, closed loop, against `kb
+serve` of the installation at --home, else of a new one of samples/docs like the loads'. FILE
+is a conversation set (samples/eval_conversations.jsonl, or python -m kb_eval.conversation_set);
+each line is asked with a token of its own "groups" (else --groups), made for the run and
+revoked after it; bench/follow_ups.py draws the single questions and prints the figures.
+
+- Latency pass: each conversation's turns asked through POST /v1/ask (not streamed, mode auto),
+  each turn with `follows` = the query_id of the answer before it, then one single question,
+  in turn. The singles are answerable questions of --singles (samples/eval.jsonl, or JaQuAD's
+  with --home) asked as --groups, no turn of FILE nor a standalone form, drawn with a fixed
+  seed, asked in --single-mode (flash by default, as --deep). The last turn's latency is the
+  client's, from its send to its body; --repeats passes, each on a `kb serve` of its own; the
+  p95 ratio is that of the medians of their p95s, and each kind's last turns are timed apart.
+- Separate pass: each last turn's `standalone` form and its own words asked alone (mode auto,
+  each distinct question once; a change of topic's are the same question).
+- Scored by kb_eval.conversations (what `kb eval FILE` prints, through the engine) over the
+  first pass's last turns: expected document cited, gold span held, "not found" for a document
+  the caller may not read, per kind and over all, with the follow-up's rates over its
+  standalone form's (over its own words asked alone for a change of topic). The query log's
+  count of cached answers among those measured is printed.
 """
 
 from __future__ import annotations
@@ -175,7 +199,7 @@ def _installation(home: Path | None) -> Iterator[tuple[Path, dict[str, str]]]:
     try:
         started = time.perf_counter()
         summary = _kb(env, "ingest", str(SAMPLE_DOCS), "--json", json_out=True)
-        print(f"KB_HOME {home}; kb ingest samples/docs: {summary['documents']} documents, "
+        print(f"kb ingest samples/docs into {home}: {summary['documents']} documents, "
               f"{summary['chunks']} chunks, {len(summary['failed'])} failed, "
               f"{time.perf_counter() - started:.0f} s", flush=True)
         yield home, env
