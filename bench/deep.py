@@ -18,7 +18,8 @@ from kb_eval.question_sets import EvalQuestion, load_questions, squeezed
 from kb_eval.rounded import quantile
 from kb_search import AskResult
 
-__all__ = ["Asked", "DeepSet", "LatencyPass", "deep_report", "deep_set"]
+__all__ = ["Asked", "DeepSet", "LatencyPass", "deep_report", "deep_set", "draw_singles",
+           "latency", "question_key"]
 
 SEED = 43  # the draw of the single questions, as the generated set's own seed
 WARMUP = 6  # single questions asked before each pass and never measured
@@ -43,7 +44,7 @@ class DeepSet:
         seen: set[str] = set()
         fresh = []
         for question in self.multi:
-            keys = {_key(p.question) for p in question.parts or []}
+            keys = {question_key(p.question) for p in question.parts or []}
             fresh.append(not keys & seen)
             seen |= keys
         return fresh
@@ -65,15 +66,33 @@ class LatencyPass:
     singles: list[Asked]
 
 
-def _key(question: str) -> str:
+def question_key(question: str) -> str:
     """A question as the engine's kept embeddings might match it: NFKC, no spaces, no final
     mark (a part of the "と" form is asked without it)."""
     return squeezed(question).rstrip("?？。")
 
 
-def deep_set(multi_file: Path, singles_file: Path, limit: int | None) -> DeepSet:
+def draw_singles(singles_file: Path, taken: set[str], count: int,
+                 groups: tuple[str, ...]) -> list[str]:
+    """`count` answerable single questions of `singles_file` whose key (`question_key`) is not
+    in `taken`, asked as `groups` (their own groups, where a line names some, are those), drawn
+    with SEED; ValueError when too few are left to draw from."""
+    pool: dict[str, str] = {}
+    for question in load_questions(singles_file):
+        key = question_key(question.question)
+        if (question.answerable and not question.parts and key not in taken
+                and (question.groups is None or tuple(question.groups) == groups)):
+            pool.setdefault(key, question.question)
+    if len(pool) < count:
+        raise ValueError(f"{singles_file}: {len(pool)} single questions to draw from, "
+                         f"{count} needed")
+    return random.Random(SEED).sample(sorted(pool.values()), count)
+
+
+def deep_set(multi_file: Path, singles_file: Path, limit: int | None,
+             groups: tuple[str, ...]) -> DeepSet:
     """The first `limit` multi-part questions of `multi_file` and as many answerable single
-    questions of `singles_file`, drawn with SEED among those that are no part of any question of
+    questions of `singles_file` (`draw_singles`) that are no part of any question of
     `multi_file` (nor one of them), so that each is asked once; the draw does not depend on
     `limit`, which keeps its prefix.
 
@@ -82,17 +101,9 @@ def deep_set(multi_file: Path, singles_file: Path, limit: int | None) -> DeepSet
     multi = load_questions(multi_file)
     if bad := [q.question for q in multi if not q.parts]:
         raise ValueError(f"{multi_file}: {len(bad)} lines without parts, the first {bad[0]!r}")
-    taken = {_key(q.question) for q in multi} | {_key(p.question) for q in multi
-                                                 for p in q.parts or []}
-    pool: dict[str, str] = {}
-    for question in load_questions(singles_file):
-        key = _key(question.question)
-        if question.answerable and not question.parts and key not in taken:
-            pool.setdefault(key, question.question)
-    if len(pool) < len(multi) + WARMUP:
-        raise ValueError(f"{singles_file}: {len(pool)} single questions to draw from, "
-                         f"{len(multi) + WARMUP} needed")
-    drawn = random.Random(SEED).sample(sorted(pool.values()), len(multi) + WARMUP)
+    taken = {question_key(q.question) for q in multi} | {
+        question_key(p.question) for q in multi for p in q.parts or []}
+    drawn = draw_singles(singles_file, taken, len(multi) + WARMUP, groups)
     count = len(multi) if limit is None else min(limit, len(multi))
     return DeepSet(multi[:count], drawn[:count], drawn[len(multi):])
 
@@ -101,7 +112,7 @@ def deep_set(multi_file: Path, singles_file: Path, limit: int | None) -> DeepSet
 # Figures
 
 
-def _latency(asked: Sequence[Asked]) -> tuple[float, float]:
+def latency(asked: Sequence[Asked]) -> tuple[float, float]:
     """Median and p95 of the successful requests' milliseconds (NaN for none)."""
     ms = [a.ms for a in asked if a.answer is not None]
     if not ms:
@@ -111,8 +122,8 @@ def _latency(asked: Sequence[Asked]) -> tuple[float, float]:
 
 
 def _latency_lines(passes: Sequence[LatencyPass], fresh: list[bool]) -> list[str]:
-    per_pass = [(_latency(p.multi), _latency(p.singles),
-                 _latency([a for a, f in zip(p.multi, fresh, strict=True) if f]))
+    per_pass = [(latency(p.multi), latency(p.singles),
+                 latency([a for a, f in zip(p.multi, fresh, strict=True) if f]))
                 for p in passes]
     lines = ["latency ms, median / p95:"]
     for number, (multi, single, _) in enumerate(per_pass, start=1):
@@ -173,14 +184,14 @@ def _form_lines(questions: Sequence[EvalQuestion], metrics: PartsMetrics,
              f"{'separately':>11} {'ratio':>6} {'median ms':>10} {'p95 ms':>7}"]
     for form, figures in (metrics.by_form or {}).items():
         picked = [i for i, q in enumerate(questions) if q.form == form]
-        latency = [_latency([p.multi[kept[i]] for i in picked]) for p in passes]
+        timings = [latency([p.multi[kept[i]] for i in picked]) for p in passes]
         lines.append(
             f"{_padded(form, 6)} {figures.n:>4} {figures.answered_in_parts_rate:>9.1%} "
             f"{figures.all_cited_rate:>10.1%} {figures.all_held_rate:>7.1%} "
             f"{figures.separate_all_held_rate:>11.1%} "
             f"{_ratio(figures.all_held_rate, figures.separate_all_held_rate):>6.3f} "
-            f"{np.median([m for m, _ in latency]):>10.0f} "
-            f"{np.median([p for _, p in latency]):>7.0f}")
+            f"{np.median([m for m, _ in timings]):>10.0f} "
+            f"{np.median([p for _, p in timings]):>7.0f}")
     return lines
 
 

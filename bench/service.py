@@ -4,6 +4,9 @@ and POST /v1/ask (extractive), at a fixed offered load and at the most 32 client
     .venv/bin/python bench/service.py --seconds 30 --chunks 100000
     .venv/bin/python bench/service.py --replica --skip-100k   # one replica vs none
     .venv/bin/python bench/service.py --deep /tmp/jaquad_multipart.jsonl --home /tmp/kbjq
+    .venv/bin/python bench/service.py --conversations samples/eval_conversations.jsonl
+    .venv/bin/python bench/service.py --conversations /tmp/jaquad_conversations.jsonl \
+        --home /tmp/kbjq --groups public
 
 
 Builds its own installation in a temporary KB_HOME under /tmp (embedded PostgreSQL, default
@@ -67,6 +70,27 @@ existing installation at --home (ingesting JaQuAD takes 15+ minutes), with a tok
 - Scored by kb_eval.parts over the first pass's answers: every part's document cited, both
   gold answers held against the parts asked separately, the length of a part's block against
   a part's answer asked alone and a single question's, and per form of FILE's lines.
+
+With --conversations FILE (follow-ups), no load either: one client, closed loop, against `kb
+serve` of the installation at --home, else of a new one of samples/docs like the loads'. FILE
+is a conversation set (samples/eval_conversations.jsonl, or python -m kb_eval.conversation_set);
+each line is asked with a token of its own "groups" (else --groups), made for the run and
+revoked after it; bench/follow_ups.py draws the single questions and prints the figures.
+
+- Latency pass: each conversation's turns asked through POST /v1/ask (not streamed, mode auto),
+  each turn with `follows` = the query_id of the answer before it, then one single question,
+  in turn. The singles are answerable questions of --singles (samples/eval.jsonl, or JaQuAD's
+  with --home) asked as --groups, no turn of FILE nor a standalone form, drawn with a fixed
+  seed, asked in --single-mode (flash by default, as --deep). The last turn's latency is the
+  client's, from its send to its body; --repeats passes, each on a `kb serve` of its own; the
+  p95 ratio is that of the medians of their p95s, and each kind's last turns are timed apart.
+- Separate pass: each last turn's `standalone` form and its own words asked alone (mode auto,
+  each distinct question once; a change of topic's are the same question).
+- Scored by kb_eval.conversations (what `kb eval FILE` prints, through the engine) over the
+  first pass's last turns: expected document cited, gold span held, "not found" for a document
+  the caller may not read, per kind and over all, with the follow-up's rates over its
+  standalone form's (over its own words asked alone for a change of topic). The query log's
+  count of cached answers among those measured is printed.
 """
 
 from __future__ import annotations
@@ -84,7 +108,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -95,8 +120,16 @@ import numpy as np
 import psutil
 from corpus import add_synthetic_chunks  # bench/ is the script's directory
 from deep import Asked, DeepSet, LatencyPass, deep_report, deep_set
+from follow_ups import (
+    ConversationPass,
+    ConversationSet,
+    conversation_report,
+    conversation_set,
+    groups_of,
+)
 from standby import Standby
 
+from kb_eval.conversations import EvalConversation
 from kb_search import AskMode, AskResult
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,6 +185,26 @@ def _remove_installation(home: Path, env: dict[str, str]) -> None:
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
     shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def _installation(home: Path | None) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The installation at `home` as it is, or (None) a new one under /tmp with samples/docs
+    ingested by `kb ingest`, removed after; its KB_HOME and the environment of its `kb`
+    processes."""
+    if home is not None:
+        yield _prepare_env(home=home)
+        return
+    home, env = _prepare_env()
+    try:
+        started = time.perf_counter()
+        summary = _kb(env, "ingest", str(SAMPLE_DOCS), "--json", json_out=True)
+        print(f"kb ingest samples/docs into {home}: {summary['documents']} documents, "
+              f"{summary['chunks']} chunks, {len(summary['failed'])} failed, "
+              f"{time.perf_counter() - started:.0f} s", flush=True)
+        yield home, env
+    finally:
+        _remove_installation(home, env)
 
 
 def _db_url(env: dict[str, str]) -> str:
@@ -450,11 +503,14 @@ def _serve_alone_and_replicated(index: str, home: Path, env: dict[str, str], url
 # Deep mode: multi-part questions beside single ones, one client
 
 
-async def _ask(client: httpx.AsyncClient, question: str, mode: AskMode) -> Asked:
-    """POST /v1/ask, not streamed; the answer (None when the request failed) and its time."""
+async def _ask(client: httpx.AsyncClient, question: str, mode: AskMode, *,
+               follows: str | None = None, headers: dict[str, str] | None = None) -> Asked:
+    """POST /v1/ask, not streamed (following the answer `follows`, with `headers` over the
+    client's); the answer (None when the request failed) and its time."""
     started = time.perf_counter()
+    body = {"question": question, "mode": mode} | ({"follows": follows} if follows else {})
     try:
-        response = await client.post("/v1/ask", json={"question": question, "mode": mode})
+        response = await client.post("/v1/ask", json=body, headers=headers)
         ms = (time.perf_counter() - started) * 1000
         if response.status_code != 200:
             print(f"HTTP {response.status_code} for {question!r}: {response.text[:300]}",
@@ -528,7 +584,7 @@ async def _separate_pass(client: httpx.AsyncClient, dset: DeepSet,
 
 def deep_bench(args: argparse.Namespace) -> None:
     """The --deep bench against the installation at --home; prints its figures."""
-    dset = deep_set(args.deep, args.singles, args.limit)
+    dset = deep_set(args.deep, args.singles or JAQUAD_FILE, args.limit, (DEEP_GROUP,))
     home, env = _prepare_env(home=args.home)
     log_dir = Path(tempfile.mkdtemp(prefix="kbdeep-", dir="/tmp"))
     print(f"KB_HOME {home}; {os.cpu_count()} cores; {len(dset.multi)} multi-part questions of "
@@ -555,6 +611,101 @@ def deep_bench(args: argparse.Namespace) -> None:
         print(line, flush=True)
 
 
+# ---------------------------------------------------------------------------------------------
+# Conversations: each turn asked with `follows`, the last beside single questions, one client
+
+
+async def _ask_turns(client: httpx.AsyncClient, conversation: EvalConversation,
+                     headers: dict[str, str]) -> Asked:
+    """A conversation's turns asked in order (mode auto), each following the answer before it;
+    the last turn's answer and time (the failed request's, where one fails)."""
+    follows = None
+    for turn in conversation.turns:
+        asked = await _ask(client, turn.question, "auto", follows=follows, headers=headers)
+        if asked.answer is None:
+            return asked
+        follows = asked.answer.query_id
+    return asked
+
+
+async def _warm_up_conversations(client: httpx.AsyncClient, cset: ConversationSet,
+                                 mode: AskMode) -> None:
+    """Questions never measured, alone and as follow-ups: the first requests pay for lazy
+    initialisation."""
+    for question in cset.warmup:
+        await _ask(client, question, mode)
+    for first, second in zip(cset.warmup[::2], cset.warmup[1::2], strict=False):
+        earlier = await _ask(client, first, "auto")
+        if earlier.answer is not None:
+            await _ask(client, second, "auto", follows=earlier.answer.query_id)
+
+
+async def _conversation_pass(client: httpx.AsyncClient, cset: ConversationSet,
+                             headers: dict[tuple[str, ...], dict[str, str]],
+                             single_mode: AskMode) -> ConversationPass:
+    """Each conversation asked turn by turn, then one single question, in turn."""
+    await _warm_up_conversations(client, cset, single_mode)
+    result = ConversationPass([], [])
+    started = time.perf_counter()
+    for number, (conversation, single) in enumerate(
+            zip(cset.conversations, cset.singles, strict=True), 1):
+        result.last_turns.append(await _ask_turns(client, conversation,
+                                                  headers[groups_of(cset, conversation)]))
+        result.singles.append(await _ask(client, single, single_mode))
+        _progress(number, len(cset.conversations), started)
+    return result
+
+
+async def _alone_pass(client: httpx.AsyncClient, cset: ConversationSet,
+                      headers: dict[tuple[str, ...], dict[str, str]], single_mode: AskMode
+                      ) -> dict[tuple[tuple[str, ...], str], Asked]:
+    """Each last turn's standalone form and its own words asked alone (mode auto), once each."""
+    await _warm_up_conversations(client, cset, single_mode)
+    asked: dict[tuple[tuple[str, ...], str], Asked] = {}
+    questions = cset.alone_questions()
+    started = time.perf_counter()
+    for number, (groups, question) in enumerate(questions, 1):
+        asked[groups, question] = await _ask(client, question, "auto", headers=headers[groups])
+        _progress(number, len(questions), started)
+    return asked
+
+
+def conversations_bench(args: argparse.Namespace) -> None:
+    """The --conversations bench against the installation at --home, or a new one of the
+    samples; prints its figures."""
+    groups = tuple(g.strip() for g in args.groups.split(",") if g.strip())
+    singles = args.singles or (EVAL_FILE if args.home is None else JAQUAD_FILE)
+    cset = conversation_set(args.conversations, singles, args.limit, groups)
+    with _installation(args.home) as (home, env):
+        log_dir = Path(tempfile.mkdtemp(prefix="kbconv-", dir="/tmp"))
+        print(f"KB_HOME {home}; {os.cpu_count()} cores; {len(cset.conversations)} "
+              f"conversations of {args.conversations}; single questions of {singles} in mode "
+              f"{args.single_mode}; server logs in {log_dir}", flush=True)
+        name = f"bench-conv-{uuid.uuid4().hex[:8]}"
+        group_sets = list(dict.fromkeys([groups, *(groups_of(cset, c)
+                                                   for c in cset.conversations)]))
+        tokens = {g: _kb(env, "token", "create", f"{name}-{i}", "--groups", ",".join(g),
+                         "--json", json_out=True)["token"] for i, g in enumerate(group_sets)}
+        headers = {g: {"Authorization": f"Bearer {token}"} for g, token in tokens.items()}
+        try:
+            passes = [_on_fresh_server(
+                f"conversation pass {n}", log_dir, env, tokens[groups],
+                lambda c: _conversation_pass(c, cset, headers, args.single_mode))
+                for n in range(1, args.repeats + 1)]
+            alone = _on_fresh_server("last turns asked alone", log_dir, env, tokens[groups],
+                                     lambda c: _alone_pass(c, cset, headers, args.single_mode))
+        finally:
+            for i in range(len(group_sets)):
+                _kb(env, "token", "revoke", f"{name}-{i}")
+        answers = [a.answer for p in passes for a in (*p.last_turns, *p.singles)]
+        answers += [a.answer for a in alone.values()]
+        cached = sum(_cached_flags(_db_url(env), [a.query_id for a in answers if a]).values())
+        print(f"\nanswers from the cache (query log): {cached} of {len(answers)}; load "
+              f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        for line in conversation_report(cset, passes, alone):
+            print(line, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30, help="length of each load run")
@@ -563,9 +714,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000,
                         help="chunks of the large index (samples plus synthetic)")
     parser.add_argument("--repeats", type=int, default=3,
-                        help="runs of each load (with --deep, latency passes): p95 moves by ±15 "
-                        "ms between identical runs on a shared 2-core machine, so the verdict "
-                        "takes their median")
+                        help="runs of each load (with --deep or --conversations, latency "
+                        "passes): p95 moves by ±15 ms between identical runs on a shared 2-core "
+                        "machine, so the verdict takes their median")
     parser.add_argument("--skip-100k", action="store_true", help="only the sample index")
     parser.add_argument("--replica", action="store_true",
                         help="serve each index a second time with one streaming replica (a hot "
@@ -573,33 +724,45 @@ def main() -> None:
     parser.add_argument("--deep", type=Path, metavar="FILE",
                         help="instead of the loads: the multi-part questions of FILE (python -m "
                         "kb_eval.multipart_set) beside single questions, one client; needs --home")
+    parser.add_argument("--conversations", type=Path, metavar="FILE",
+                        help="instead of the loads: the conversations of FILE (kb_eval."
+                        "conversations), each turn asked with follows, beside single questions, "
+                        "one client; against --home, else a new installation of the samples")
     parser.add_argument("--home", type=Path, metavar="KB_HOME",
-                        help="the installation --deep asks (its documents already ingested)")
-    parser.add_argument("--singles", type=Path, default=JAQUAD_FILE, metavar="FILE",
-                        help="where --deep draws its single questions (default: JaQuAD's)")
+                        help="the installation --deep or --conversations asks (its documents "
+                        "already ingested)")
+    parser.add_argument("--groups", default=GROUP,
+                        help="--conversations: the groups of a line that names none, and of the "
+                        "single questions (JaQuAD's: public)")
+    parser.add_argument("--singles", type=Path, metavar="FILE",
+                        help="where --deep and --conversations draw their single questions "
+                        "(default: JaQuAD's with --home, samples/eval.jsonl without)")
     parser.add_argument("--single-mode", choices=["flash", "auto"], default="flash",
-                        help="the mode --deep asks single questions and parts alone in")
-    parser.add_argument("--limit", type=int, help="--deep: only the first N multi-part questions")
+                        help="the mode --deep asks single questions and parts alone in, and "
+                        "--conversations its single questions")
+    parser.add_argument("--limit", type=int,
+                        help="--deep, --conversations: only the first N lines of FILE")
     args = parser.parse_args()
-    if (args.deep is None) != (args.home is None):
-        parser.error("--deep and --home go together (the loads build their own installation "
-                     "and add synthetic chunks to it)")
+    if args.deep is not None and args.conversations is not None:
+        parser.error("--deep or --conversations, not both")
+    if args.deep is not None and args.home is None:
+        parser.error("--deep needs --home (ingesting JaQuAD takes 15+ minutes)")
+    if args.home is not None and args.deep is None and args.conversations is None:
+        parser.error("--home goes with --deep or --conversations (the loads build their own "
+                     "installation and add synthetic chunks to it)")
     if args.deep is not None:
         deep_bench(args)
+        return
+    if args.conversations is not None:
+        conversations_bench(args)
         return
 
     questions = [json.loads(line)["question"]
                  for line in EVAL_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
-    home, env = _prepare_env()
-    print(f"KB_HOME {home}; {os.cpu_count()} cores; load average "
+    print(f"{os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(questions)} questions; "
           f"{args.seconds:g} s per run", flush=True)
-    try:
-        started = time.perf_counter()
-        summary = _kb(env, "ingest", str(SAMPLE_DOCS), "--json", json_out=True)
-        print(f"kb ingest samples/docs: {summary['documents']} documents, {summary['chunks']} "
-              f"chunks, {len(summary['failed'])} failed, {time.perf_counter() - started:.0f} s",
-              flush=True)
+    with _installation(None) as (home, env):
         token = _kb(env, "token", "create", "bench", "--groups", GROUP, "--json",
                     json_out=True)["token"]
         url = _db_url(env)
@@ -619,8 +782,6 @@ def main() -> None:
                       f"{np.median(p95s):.1f} ms, the median of {len(p95s)} runs "
                       f"({', '.join(f'{x:.1f}' for x in p95s)}; target ≤ 80 ms); errors over "
                       f"all {label} runs: {errors} (target 0)")
-    finally:
-        _remove_installation(home, env)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from kb_core.progress import report as report_progress
 from kb_eval.question_sets import holds_answer, source_matches
 from kb_search import AskResult, KnowledgeBase
 
-__all__ = ["ConversationReport", "EvalConversation", "is_conversation_set",
-           "load_conversations", "run_conversations", "text_report"]
+__all__ = ["AskedThreeWays", "ConversationReport", "EvalConversation", "is_conversation_set",
+           "load_conversations", "ratios", "run_conversations", "score_conversations",
+           "text_report"]
 
 
 class EvalTurn(msgspec.Struct, omit_defaults=True):
@@ -56,6 +57,15 @@ class KindFigures(msgspec.Struct):
     follow_up: Asked  # asked after its earlier turns, in one conversation
     standalone: Asked  # its standalone form asked alone
     alone: Asked  # its own words asked alone
+
+
+class AskedThreeWays(msgspec.Struct):
+    """The answers to one conversation's last turn, asked each way (by the engine or over HTTP)."""
+
+    conversation: EvalConversation
+    follow_up: AskResult  # after its earlier turns, in one conversation
+    standalone: AskResult  # its standalone form asked alone
+    alone: AskResult  # its own words asked alone
 
 
 class ConversationReport(msgspec.Struct):
@@ -104,7 +114,7 @@ def run_conversations(kb: KnowledgeBase, conversations: list[EvalConversation],
     an "eval" caller with the conversation's groups (else `groups`); neither cached nor
     logged."""
     report_progress("questions", count=3 * len(conversations))
-    asked: list[tuple[EvalConversation, AskResult, AskResult, AskResult]] = []
+    asked: list[AskedThreeWays] = []
     for conversation in conversations:
         caller = Caller(kind="eval", subject="eval", groups=tuple(
             conversation.groups if conversation.groups is not None else groups))
@@ -114,14 +124,32 @@ def run_conversations(kb: KnowledgeBase, conversations: list[EvalConversation],
         report_progress("question")
         standalone = _alone(kb, caller, last.standalone or last.question)
         alone = _alone(kb, caller, last.question)
-        asked.append((conversation, follow_up, standalone, alone))
-    kinds = sorted({c.kind for c, *_ in asked})
+        asked.append(AskedThreeWays(conversation, follow_up, standalone, alone))
+    return score_conversations(asked)
+
+
+def score_conversations(asked: Sequence[AskedThreeWays]) -> ConversationReport:
+    """The figures of the last turns' answers, per kind and over every kind, each way."""
+    kinds = sorted({a.conversation.kind for a in asked})
     return ConversationReport(
-        conversations=len(conversations),
-        kinds={kind: _figures([a for a in asked if a[0].kind == kind]) for kind in kinds},
+        conversations=len(asked),
+        kinds={kind: _figures([a for a in asked if a.conversation.kind == kind])
+               for kind in kinds},
         all=_figures(asked),
-        asked_as=[(c.last.question, f.asked_as) for c, f, _, _ in asked
-                  if f.asked_as != c.last.question][:10])
+        asked_as=[(a.conversation.last.question, a.follow_up.asked_as) for a in asked
+                  if a.follow_up.asked_as != a.conversation.last.question][:10])
+
+
+def ratios(figures: KindFigures, kind: str) -> tuple[str, float, float] | None:
+    """What the follow-up is held against (the standalone form; for a change of topic, the
+    question asked alone, which names its own topic), and its cited and gold rates over that
+    baseline's; None for a kind with no answerable last turn."""
+    if kind == "unreadable":
+        return None
+    baseline, against = (("alone", figures.alone) if kind == "topic_change"
+                         else ("standalone", figures.standalone))
+    return (baseline, _over(figures.follow_up.cited, against.cited),
+            _over(figures.follow_up.gold_in_answer, against.gold_in_answer))
 
 
 def text_report(report: ConversationReport) -> str:
@@ -135,6 +163,10 @@ def text_report(report: ConversationReport) -> str:
                     else " " * 18)
             lines.append(f"{head}  {label:<11}{way.cited:>7.3f}{way.gold_in_answer:>7.3f}"
                          f"{way.not_found:>11.3f}")
+    lines.append("follow-up ÷ baseline (cited, gold):")
+    for kind, figures in [*report.kinds.items(), ("all", report.all)]:
+        if held := ratios(figures, kind):
+            lines.append(f"  {kind:<14}÷ {held[0]:<11}{held[1]:>7.3f}{held[2]:>7.3f}")
     lines.append("searched as (a sample):")
     lines += [f"  {question} → {searched}" for question, searched in report.asked_as]
     return "\n".join(lines)
@@ -147,10 +179,11 @@ def _alone(kb: KnowledgeBase, caller: Caller, question: str) -> AskResult:
     return answer
 
 
-def _figures(asked: list[tuple[EvalConversation, AskResult, AskResult, AskResult]]
-             ) -> KindFigures:
-    answerable = [(c.last, f, s, a) for c, f, s, a in asked if c.last.expected_source]
-    unreadable = [(f, s, a) for c, f, s, a in asked if not c.last.expected_source]
+def _figures(asked: Sequence[AskedThreeWays]) -> KindFigures:
+    answerable = [(a.conversation.last, a.follow_up, a.standalone, a.alone) for a in asked
+                  if a.conversation.last.expected_source]
+    unreadable = [(a.follow_up, a.standalone, a.alone) for a in asked
+                  if not a.conversation.last.expected_source]
 
     def way(index: int) -> Asked:
         scored = [(turn, results[index]) for turn, *results in answerable]
@@ -167,6 +200,10 @@ def _figures(asked: list[tuple[EvalConversation, AskResult, AskResult, AskResult
 
 def _cites(result: AskResult, expected: str) -> bool:
     return any(source_matches(c.source_uri, expected) for c in result.citations)
+
+
+def _over(value: float, baseline: float) -> float:
+    return round(value / baseline, 3) if baseline else 0.0
 
 
 def _rate(values: list[bool]) -> float:

@@ -17,6 +17,7 @@ import msgspec
 from kb_core.callers import Caller
 from kb_core.progress import report as report_progress
 from kb_eval.answers import AnswerMetrics, evaluate_answers
+from kb_eval.conversations import ConversationReport
 from kb_eval.judge import FaithfulnessJudge, judge_answers
 from kb_eval.parts import PartsAsked, PartsMetrics, evaluate_parts
 from kb_eval.question_sets import EvalQuestion
@@ -39,6 +40,9 @@ class EvalReport(msgspec.Struct):
     refusal_curve: list[RefusalPoint] = msgspec.field(default_factory=list)
     # The multi-part questions, with answers; the figures above count the single ones alone.
     parts: PartsMetrics | None = None
+    # The conversation sets' last turns (kb_eval/conversations.py), where an evaluation asks
+    # them (the Dagster evaluation); reported beside the figures above, which count none.
+    conversations: ConversationReport | None = None
 
 
 def eval_caller(question: EvalQuestion, groups: Sequence[str]) -> Caller:

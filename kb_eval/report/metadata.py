@@ -1,6 +1,7 @@
 """The report as the Dagster UI shows it: Markdown tables, the misses, and every metric as one
-flat number (Dagster plots them over materializations). The multi-part figures are reported
-beside the others and gate nothing (kb_pipeline/defs/evaluation/checks.py reads none)."""
+flat number (Dagster plots them over materializations). The multi-part and conversation figures
+are reported beside the others and gate nothing (kb_pipeline/defs/evaluation/checks.py reads
+none)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import msgspec
 
 from kb_eval.report.tables import (
     COLUMNS,
+    CONVERSATION_COLUMNS,
     FORM_COLUMNS,
     TYPE_COLUMNS,
     answer_measures,
     answer_rows,
+    conversation_measures,
+    conversation_rows,
     form_rows,
     mode_rows,
     parts_rows,
@@ -28,8 +32,8 @@ MISSES_SHOWN = 30  # per mode and for answers; the rest is counted
 
 
 def metric_values(report: EvalReport) -> dict[str, float]:
-    """Every metric as one flat number, named "<mode> <column>", "answers <measure>" or
-    "parts <figure>"."""
+    """Every metric as one flat number, named "<mode> <column>", "answers <measure>",
+    "parts <figure>" or "conversations <kind> <way> <measure>"."""
     values = {f"{mode} {column}": value
               for mode, row in mode_rows(report.modes)
               for column, value in zip(COLUMNS, row, strict=True)}
@@ -45,6 +49,9 @@ def metric_values(report: EvalReport) -> dict[str, float]:
         values |= {f"parts {name}": float(value)
                    for name, value in msgspec.structs.asdict(report.parts).items()
                    if isinstance(value, int | float)}
+    if report.conversations is not None:
+        values |= {f"conversations {name}": value
+                   for name, value in conversation_measures(report.conversations).items()}
     return values
 
 
@@ -67,6 +74,12 @@ def metrics_markdown(report: EvalReport) -> str:
         if rows := form_rows(report.parts):
             lines += ["", _md_row(list(FORM_COLUMNS)), _md_row(["---"] * len(FORM_COLUMNS))]
             lines += [_md_row(row) for row in rows]
+    if report.conversations is not None:
+        lines += ["", "Conversations: the last turn asked as a follow-up, its standalone form "
+                  "asked alone, its own words asked alone; cited / gold (the unreadable kind: "
+                  "not found).", "", _md_row(list(CONVERSATION_COLUMNS)),
+                  _md_row(["---"] * len(CONVERSATION_COLUMNS))]
+        lines += [_md_row(row) for row in conversation_rows(report.conversations)]
     return "\n".join(lines)
 
 

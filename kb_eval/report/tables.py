@@ -1,5 +1,6 @@
 """The rows every form of the report shows: the retrieval table (a row per mode), the table by
-question type, the answer measures with their labels, and the multi-part figures."""
+question type, the answer measures with their labels, the multi-part figures, and the
+conversations' last turns."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from msgspec import UnsetType
 
 from kb_eval.answers import AnswerMetrics
+from kb_eval.conversations import Asked, ConversationReport, KindFigures, ratios
 from kb_eval.parts import PartsMetrics
 from kb_eval.retrieval import ModeMetrics
 from kb_eval.run import EvalReport
@@ -15,10 +17,13 @@ from kb_search import MODES
 
 __all__ = [
     "COLUMNS",
+    "CONVERSATION_COLUMNS",
     "FORM_COLUMNS",
     "TYPE_COLUMNS",
     "answer_measures",
     "answer_rows",
+    "conversation_measures",
+    "conversation_rows",
     "form_rows",
     "mode_rows",
     "parts_rows",
@@ -31,6 +36,9 @@ COLUMNS = ("R@1", "R@5", "R@10", "MRR@10", "nDCG@10")
 TYPE_COLUMNS = ("mode", "question type", "n", "R@1", "R@5", "MRR@10")
 FORM_COLUMNS = ("form", "n", "answered part by part", "every document cited",
                 "every gold text held", "held, parts asked alone")
+CONVERSATION_COLUMNS = ("conversations (not a gate)", "n", "follow-up", "standalone asked alone",
+                        "its words asked alone", "follow-up ÷ baseline")
+_WAYS = ("follow_up", "standalone", "alone")
 
 
 def mode_rows(results: Mapping[str, ModeMetrics]) -> list[tuple[str, list[float]]]:
@@ -158,6 +166,44 @@ def form_rows(parts: PartsMetrics) -> list[list[str]]:
     return [[form, str(m.n), f"{m.answered_in_parts_rate:.1%}", f"{m.all_cited_rate:.1%}",
              f"{m.all_held_rate:.1%}", f"{m.separate_all_held_rate:.1%}"]
             for form, m in parts.by_form.items()]
+
+
+def _kinds(report: ConversationReport) -> list[tuple[str, KindFigures]]:
+    return [*report.kinds.items(), ("all", report.all)]
+
+
+def _way_measures(kind: str) -> tuple[str, ...]:
+    """What a kind's last turns are scored on: "not found" where the caller may not read the
+    document asked about, else the document cited and the gold span held."""
+    return ("not_found",) if kind == "unreadable" else ("cited", "gold_in_answer")
+
+
+def conversation_rows(report: ConversationReport) -> list[list[str]]:
+    """A row per kind of conversation and one for all (CONVERSATION_COLUMNS): cited / gold of
+    each way of asking the last turn ("not found" for the unreadable kind), and the follow-up's
+    over its baseline's (`ratios`)."""
+    rows = []
+    for kind, figures in _kinds(report):
+        ways = [" / ".join(f"{getattr(way, m):.3f}" for m in _way_measures(kind))
+                for way in (figures.follow_up, figures.standalone, figures.alone)]
+        held = ratios(figures, kind)
+        rows.append([kind, str(figures.conversations), *ways,
+                     f"÷ {held[0]}: {held[1]:.3f} / {held[2]:.3f}" if held else "-"])
+    return rows
+
+
+def conversation_measures(report: ConversationReport) -> dict[str, float]:
+    """Every conversation figure as one flat number, named "<kind> <way> <measure>" and
+    "<kind> follow_up ÷ <baseline> <measure>"."""
+    values: dict[str, float] = {"n": float(report.conversations)}
+    for kind, figures in _kinds(report):
+        for name in _WAYS:
+            way: Asked = getattr(figures, name)
+            values |= {f"{kind} {name} {m}": getattr(way, m) for m in _way_measures(kind)}
+        if held := ratios(figures, kind):
+            values[f"{kind} follow_up ÷ {held[0]} cited"] = held[1]
+            values[f"{kind} follow_up ÷ {held[0]} gold_in_answer"] = held[2]
+    return values
 
 
 def short_source(source_uri: str) -> str:

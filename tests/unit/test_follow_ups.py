@@ -1,7 +1,7 @@
 """Follow-up questions read in context (kb_search/follow_ups.py): which questions point back,
 what an earlier turn's topic is, the question as it is searched, a model's rewrite checked, the
-conversation a model is shown; and the conversation sets
-(kb_eval/conversations.py) as files."""
+conversation a model is shown; and the conversation sets (kb_eval/conversations.py) as files
+and as figures."""
 
 from __future__ import annotations
 
@@ -12,8 +12,19 @@ import msgspec
 import pytest
 
 from kb_eval.conversation_set import KINDS, conversation_set, follow_up, named
-from kb_eval.conversations import is_conversation_set, load_conversations
+from kb_eval.conversations import (
+    AskedThreeWays,
+    EvalConversation,
+    EvalTurn,
+    is_conversation_set,
+    load_conversations,
+    ratios,
+    score_conversations,
+    text_report,
+)
 from kb_eval.question_sets import EvalQuestion
+from kb_eval.report.tables import conversation_measures, conversation_rows
+from kb_search import AskResult, Citation
 from kb_search.answerers.answer import Exchange
 from kb_search.answerers.prompt import build_user_message, rewrite_message
 from kb_search.follow_ups import (
@@ -201,3 +212,50 @@ def test_a_reading_speaks_of_the_question_when_its_passages_write_a_word_of_its_
     assert speaks_of("首都は、どこでしたか?", [capital])
     assert not speaks_of("社内ロケット打ち上げ手順はどこですか", [capital])
     assert speaks_of("それは誰に出すの？", [capital])  # no word of its own to look for
+
+
+def answer(path: str | None, text: str = "") -> AskResult:
+    """An answer citing `path` (None: "not found")."""
+    citations = [] if path is None else [Citation(
+        n=1, passage=1, source_uri=f"/docs/{path}", path=path, title="", heading="", page=None,
+        ocr=False, chunk_id=1, document_id=1, quote="", context_before="", context_after="")]
+    return AskResult(query_id="q", answer=text, found=path is not None, verified=True,
+                     warnings=[], answerer="extractive", took_ms=0.0, citations=citations)
+
+
+def conversation(kind: str, expected: str | None) -> EvalConversation:
+    last = EvalTurn("それは？", standalone="休暇の申請先は？", expected_source=expected,
+                    answer="人事部" if expected else None)
+    return EvalConversation(turns=[EvalTurn(LEAVE), last], kind=kind)
+
+
+def test_each_kind_is_held_against_its_baseline_in_every_report_of_it():
+    # HTTP (bench/service.py --conversations) and the engine (kb eval, the Dagster evaluation)
+    # score their answers with this one function.
+    rules, other = "all/就業規則.md", "all/経費精算規程.docx"
+    report = score_conversations([
+        AskedThreeWays(conversation("pronoun", rules), answer(rules, "人事部[1]"),
+                       answer(rules, "人事部[1]"), answer(other)),
+        AskedThreeWays(conversation("pronoun", rules), answer(other),
+                       answer(rules, "人事部[1]"), answer(None)),
+        AskedThreeWays(conversation("topic_change", rules), answer(rules),
+                       answer(other), answer(rules, "人事部[1]")),
+        AskedThreeWays(conversation("unreadable", None), answer(None), answer(rules),
+                       answer(None))])
+    pronoun = report.kinds["pronoun"]
+    assert (pronoun.follow_up.cited, pronoun.standalone.cited, pronoun.alone.cited) == (
+        0.5, 1.0, 0.0)
+    assert ratios(pronoun, "pronoun") == ("standalone", 0.5, 0.5)
+    # A change of topic names its own topic: held against the question asked alone.
+    assert ratios(report.kinds["topic_change"], "topic_change") == ("alone", 1.0, 0.0)
+    assert ratios(report.kinds["unreadable"], "unreadable") is None
+    assert report.all.follow_up.not_found == 1.0
+    assert "pronoun       ÷ standalone   0.500  0.500" in text_report(report)
+    flat = conversation_measures(report)
+    assert flat["n"] == 4
+    assert flat["pronoun follow_up ÷ standalone cited"] == 0.5
+    assert flat["topic_change follow_up ÷ alone cited"] == 1.0
+    assert flat["unreadable standalone not_found"] == 0.0
+    assert "unreadable follow_up cited" not in flat
+    assert ["topic_change", "1", "1.000 / 0.000", "0.000 / 0.000", "1.000 / 1.000",
+            "÷ alone: 1.000 / 0.000"] in conversation_rows(report)

@@ -43,8 +43,10 @@ def retrieval_evaluation(
     """How well employees find and get answers today: the question sets (KB_EVAL_SETS) replayed
     against the live index with the real search and answerer. Recall@1/5/10, MRR@10 and
     nDCG@10 per search mode; cited-expected, "not found" precision and recall, and
-    numbers-match rates of the answers; how multi-part questions are answered part by part
-    (reported, never checked). Its numbers are plotted over materializations."""
+    numbers-match rates of the answers; how multi-part questions are answered part by part, and
+    how the last turn of a conversation is answered as a follow-up beside its standalone form
+    and its own words asked alone (both reported, never checked). Its numbers are plotted over
+    materializations."""
     configured = engine.settings(postgres, embedder, reranker, answerer, evaluation)
     settings = configured.evaluation
     started = time.perf_counter()
