@@ -68,8 +68,6 @@ __all__ = [
 # unless one passage turns out to answer every part.
 AskMode = Literal["auto", "flash", "deep"]
 logger = logging.getLogger(__name__)
-# The passages of a follow-up's reading that must write a word of the question's own.
-_READ_PASSAGES = 3
 ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
 
 
@@ -241,13 +239,16 @@ class AnswerFlow:
             return alone
         version, read = self.retrieve(caller, reading)
         versions.append(version)
-        if not (continues(question) or speaks_of(question, read.search.hits[:_READ_PASSAGES])):
-            return alone  # a question of its own, whose reading found the earlier topic
         if not read.evidence_found:
             # Found by neither: a question that points back asked what its reading says
             # (the knowledge-gap report lists it so).
             return read if not alone.evidence_found and continues(question) else alone
-        if not alone.evidence_found or read.answerability > alone.answerability:
+        if not alone.evidence_found:
+            # Unless the question asks something of its own that the reading's passages do
+            # not write: then the reading found the earlier topic, not what was asked.
+            return (read if continues(question) or speaks_of(question, read.search.hits)
+                    else alone)
+        if read.answerability > alone.answerability:
             return read
         # As strong: the reading a question that points back asks for.
         return read if (continues(question)

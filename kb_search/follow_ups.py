@@ -126,14 +126,15 @@ def in_context(question: str, history: list[EarlierTurn]) -> str | None:
 
 
 def speaks_of(question: str, passages: list[SearchHit]) -> bool:
-    """Whether the passages a reading found write a word the question says itself (「首都」 of
-    「首都はどこでしたか」), or the question says none: a reading whose passages write none of
-    the question's own words (「社内ロケット打ち上げ手順はどこですか」 read with 有給休暇) found
-    the earlier topic, not what was asked."""
+    """Whether the passages a reading found write a piece (two characters, as the keyword leg
+    reads text) of a word the question says itself (「漢字」 of 「漢字表記は何ですか」), or the
+    question says none: a reading whose passages write nothing of the question's own words
+    (「社内ロケット打ち上げ手順はどこですか」 read with 有給休暇) found the earlier topic, not what
+    was asked."""
     text = unicodedata.normalize("NFKC", question)
-    own = [w for w in _WORD.findall(_CODE.sub(" ", text)) if not _ASKING.match(w)]
+    own = [normalize(w) for w in _WORD.findall(_CODE.sub(" ", text)) if not _ASKING.match(w)]
     written = normalize(" ".join(h.content for h in passages))
-    return not own or any(normalize(w) in written for w in own)
+    return not own or any(w[i:i + 2] in written for w in own for i in range(len(w) - 1))
 
 def in_place(question: str, history: list[EarlierTurn]) -> str | None:
     """The latest turn's question as searched with what the question names put in the place
