@@ -56,7 +56,6 @@ from kb_search.operations import (
 )
 from kb_search.passage_reference import PassageRef, ReadByOcr, reference
 from kb_search.query_log import (
-    REOPENED_TURNS,
     QueryLog,
     RecentQuestion,
     ReopenedCitation,
@@ -78,7 +77,6 @@ __all__ = [
     "MAX_PASSAGES",
     "MODES",
     "NOT_FOUND",
-    "REOPENED_TURNS",
     "AnswerDelta",
     "AnswerEvent",
     "AnswerPart",

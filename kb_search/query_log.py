@@ -162,11 +162,6 @@ class QueryLog:
             raise UnknownQueryError(_UNKNOWN)
         return rows
 
-    def recent_questions(self, caller: Caller, limit: int = 10) -> list[str]:
-        """The caller's own latest distinct questions, newest first (the query log's, so
-        they go with its retention)."""
-        return [recent.question for recent in self.recent(caller, limit)]
-
     def recent(self, caller: Caller, limit: int = 10) -> list[RecentQuestion]:
         """The caller's own latest distinct questions, newest first, each with its latest
         answer's query_id."""

@@ -192,10 +192,11 @@ async def test_recent_questions_are_the_callers_own_newest_first(client, headers
         response = await client.post("/v1/ask", json={"question": question},
                                      headers=headers["portal"])
         assert response.status_code == 200, response.text
-    mine = await client.get("/v1/recent-questions", headers=headers["portal"])
-    assert mine.json() == {"questions": ["社員食堂の営業時間は？", HOLIDAY_QUESTION]}
+    mine = (await client.get("/v1/recent-questions", headers=headers["portal"])).json()
+    assert mine["questions"] == ["社員食堂の営業時間は？", HOLIDAY_QUESTION]
+    assert [i["question"] for i in mine["items"]] == mine["questions"]
     others = await client.get("/v1/recent-questions", headers=headers["hr-bot"])
-    assert others.json() == {"questions": []}
+    assert others.json() == {"questions": [], "items": []}
 
 
 def test_recent_questions_read_only_the_callers_entries_of_the_query_log(conn):

@@ -93,4 +93,4 @@ def test_a_caller_outside_every_group_gets_nothing(kb):
     assert kb.questions.ask(OUTSIDER, QUESTION).answer == NOT_FOUND
     assessed = kb.questions.assess(OUTSIDER, QUESTION)
     assert assessed.refused_by_rule and assessed.search.hits == []
-    assert kb.query_log.recent_questions(OUTSIDER) == [QUESTION]
+    assert [r.question for r in kb.query_log.recent(OUTSIDER)] == [QUESTION]

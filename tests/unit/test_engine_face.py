@@ -38,6 +38,7 @@ PUBLIC_NAMES = {
     "EntityCard", "EntityDocument", "EntityLink", "EntityMatch", "EntityPassage",
     "EntityRelation", "RelationEvidence",
     "IndexCounts", "IndexGeneration", "IndexStatus", "IndexedDocument",
+    "RecentQuestion", "ReopenedCitation", "ReopenedTurn",
     # what they refuse with
     "ChangedOriginalError", "CorrectionError", "UnknownCorrectionError", "UnknownQueryError",
     # the contract's constants, the path-only view of a result, a passage fenced as quoted text
@@ -78,8 +79,8 @@ def test_questions_search_answer_and_assess():
 
 
 def test_the_query_log_records_takes_feedback_recalls_and_purges():
-    assert _offers(QueryLog) == {"record", "feedback", "recent_questions", "purge",
-                                 "conversation"}
+    assert _offers(QueryLog) == {"record", "feedback", "recent", "purge", "conversation",
+                                 "reopen"}
 
 
 def test_sources_open_a_cited_document_its_original_and_its_groups():
