@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Generator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
 import msgspec
@@ -68,6 +69,8 @@ __all__ = [
 # unless one passage turns out to answer every part.
 AskMode = Literal["auto", "flash", "deep"]
 logger = logging.getLogger(__name__)
+# Threads that search a follow-up alone while its reading in context is searched.
+_ALONE = ThreadPoolExecutor(max_workers=16, thread_name_prefix="follow-up-alone")
 ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
 
 
@@ -223,7 +226,20 @@ class AnswerFlow:
         reading in context (an LLM answerer's rewrite, else the topic put before the question)
         is kept when it finds stronger evidence than the question alone, or as strong for a
         question that points back (それ, じゃあ, 「部長なら？」), or when neither finds any for
-        such a question. A change of topic finds its evidence alone and keeps it."""
+        such a question. A change of topic finds its evidence alone and keeps it.
+
+        The question alone is searched in another thread meanwhile (it waits mostly on the
+        embedder and the database): a follow-up costs about one search more than a question,
+        not two."""
+        searched_alone = _ALONE.submit(self.retrieve, caller, question)
+        try:
+            return self._read(caller, question, turns, versions, searched_alone)
+        finally:
+            searched_alone.cancel()  # unused after a reading in place: not run if not begun
+
+    def _read(self, caller: Caller, question: str, turns: list[EarlierTurn],
+              versions: list[int], searched_alone: Future[tuple[int, PreparedAnswer]]
+              ) -> PreparedAnswer:
         rewrite = self._rewrite(question, turns)
         if rewrite is None and (placed := in_place(question, turns)) is not None:
             # The earlier question itself, asking of something else of its kind: kept
@@ -232,13 +248,15 @@ class AnswerFlow:
             versions.append(version)
             if read.evidence_found:
                 return read
-        version, alone = self.retrieve(caller, question)
-        versions.append(version)
         reading = rewrite or in_context(question, turns)
-        if reading is None:
-            return alone
-        version, read = self.retrieve(caller, reading)
+        read = None
+        if reading is not None:
+            version, read = self.retrieve(caller, reading)
+            versions.append(version)
+        version, alone = searched_alone.result()
         versions.append(version)
+        if read is None:
+            return alone
         if not read.evidence_found:
             # Found by neither: a question that points back asked what its reading says
             # (the knowledge-gap report lists it so).
@@ -378,3 +396,4 @@ def _parts_hits(retrieved: list[PreparedAnswer | None]) -> SearchResult:
     """Every part's passages, for the query log."""
     hits = [h for p in retrieved if p is not None for h in p.search.hits]
     return SearchResult(query="", took_ms=0.0, hits=hits)
+
