@@ -14,7 +14,8 @@ __all__ = ["AnswerCache"]
 
 
 class AnswerCache:
-    """Answers by (question, groups, answerer, mode), valid while the index version is unchanged."""
+    """Answers by (question as searched, question answered, groups, answerer, mode), valid
+    while the index version is unchanged."""
 
     def __init__(self, size: int = 1000) -> None:
         self.size = size
@@ -22,8 +23,13 @@ class AnswerCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(question: str, groups: tuple[str, ...], answerer: str, mode: str) -> tuple:
-        return normalize(question).strip(), tuple(sorted(set(groups))), answerer, mode
+    def key(question: str, groups: tuple[str, ...], answerer: str, mode: str,
+            answered_for: str | None = None) -> tuple:
+        """The key of the answer to `question` as searched, written for `answered_for` when
+        that is narrower (a follow-up's focus, kb_search/follow_ups.py)."""
+        answered = normalize(answered_for or question).strip()
+        return (normalize(question).strip(), answered, tuple(sorted(set(groups))), answerer,
+                mode)
 
     def get(self, key: tuple, version: int) -> AskResult | None:
         with self._lock:

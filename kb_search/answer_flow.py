@@ -31,6 +31,7 @@ from kb_search.answerers.prompt import REWRITE_PROMPT, rewrite_message
 from kb_search.entity_cards import entities_in
 from kb_search.follow_ups import (
     EarlierTurn,
+    Reading,
     checked_rewrite,
     continues,
     exchanges,
@@ -141,7 +142,7 @@ class AnswerFlow:
         if read is None and history is not None and history.turns:
             read = self.read_in_context(caller, question, history.turns, versions)
         earlier = exchanges(history.turns) if history is not None else []
-        asked = read.question if read is not None else question
+        asked = read.asked_as if read is not None else question
         split = self._split(asked, mode)
         warnings = ([f"the question asks {split.over_limit} things, more than "
                      f"KB_DEEP_MAX_PARTS={self._deep.max_parts}: answered as one question"]
@@ -248,11 +249,14 @@ class AnswerFlow:
             versions.append(version)
             if read.evidence_found:
                 return read
-        reading = rewrite or in_context(question, turns)
+        reading = (Reading(rewrite, rewrite) if rewrite is not None
+                   else in_context(question, turns))
         read = None
         if reading is not None:
-            version, read = self.retrieve(caller, reading)
+            version, read = self.retrieve(caller, reading.searched)
             versions.append(version)
+            if reading.focused != reading.searched:
+                read.question, read.searched = reading.focused, reading.searched
         version, alone = searched_alone.result()
         versions.append(version)
         if read is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import NamedTuple
 
 import msgspec
 
@@ -36,6 +37,7 @@ from kb_search.search import SearchHit
 
 __all__ = [
     "EarlierTurn",
+    "Reading",
     "checked_rewrite",
     "continues",
     "exchanges",
@@ -105,7 +107,17 @@ def topic(turn: EarlierTurn) -> list[str]:
     return list(dict.fromkeys([*codes, *(naming or words[:1])]))
 
 
-def in_context(question: str, history: list[EarlierTurn]) -> str | None:
+class Reading(NamedTuple):
+    """A follow-up read with the conversation's topic: what is searched (the topic's words, up
+    to three, find the passages the conversation is about) and what the answer is written for
+    (its first word alone: the others are the earlier turns' words, and the sentences that
+    repeat them are what was answered already, not what is asked now)."""
+
+    searched: str
+    focused: str
+
+
+def in_context(question: str, history: list[EarlierTurn]) -> Reading | None:
     """The question with the earlier turns' topic put before it (the latest turn's first),
     what it points back with dropped; None when the turns name nothing the question does not
     already say."""
@@ -120,7 +132,7 @@ def in_context(question: str, history: list[EarlierTurn]) -> str | None:
     if not words:
         return None
     rest = _POINTER.sub("", question.strip(), count=1).strip() or question.strip()
-    return f"{'・'.join(words)}について、{rest}"
+    return Reading(f"{'・'.join(words)}について、{rest}", f"{words[0]}について、{rest}")
 
 
 

@@ -134,6 +134,14 @@ class PreparedAnswer:
     shown: int | None = None
     # The conversation the question continues, as the answerer may be shown it.
     earlier: list[Exchange] = field(default_factory=list)
+    # What the passages were searched for when the answer is written for a narrower question
+    # (a follow-up read with the conversation's topic: kb_search/follow_ups.py, `Reading`).
+    searched: str | None = None
+
+    @property
+    def asked_as(self) -> str:
+        """The question as searched."""
+        return self.searched or self.question
 
     @property
     def offered(self) -> list[int]:
@@ -263,7 +271,7 @@ class GroundedAnswers:
             citations=[_citation(c, p, h, said, prepared.question, tables)
                        for c, p, h in cited] if shown.found else [],
             took_ms=round((time.perf_counter() - prepared.started) * 1000, 1),
-            asked_as=prepared.question,
+            asked_as=prepared.asked_as,
         )
 
 

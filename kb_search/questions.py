@@ -67,10 +67,11 @@ class Questions:
         """An answer, logged; with `use_cache`, from the answer cache while the index has not
         changed since it was given. A question that `follows` an answer the caller received
         (its query_id) is read in that conversation's context; UnknownQueryError when the
-        caller received no such answer. The cache keys on the question as searched, never on
-        a follow-up's words, which mean what their conversation makes them mean: a follow-up
-        read as 「年次有給休暇について、半日単位でも取れる？」 is that question's answer. With an
-        LLM answerer a follow-up is not cached: the model reads the conversation too."""
+        caller received no such answer. The cache keys on the question as searched (and the
+        narrower one a follow-up's answer is written for), never on a follow-up's words, which
+        mean what their conversation makes them mean: every conversation that reads them as
+        「年次有給休暇・申請について、半日単位でも取れる？」 shares one answer. With an LLM answerer
+        a follow-up is not cached: the model reads the conversation too."""
         history = self._conversation(caller, follows)
         versions: list[int] = []
         answerer = self._grounded.answerer
@@ -78,8 +79,9 @@ class Questions:
         if history is not None and history.turns:
             read = self._flow.read_in_context(caller, question, history.turns, versions)
         cached = use_cache and (history is None or not isinstance(answerer, ChatAnswerer))
-        asked = read.question if read is not None else question
-        key = AnswerCache.key(asked, caller.groups, answerer.name, mode)
+        asked = read.asked_as if read is not None else question
+        key = AnswerCache.key(asked, caller.groups, answerer.name, mode,
+                              read.question if read is not None else None)
         if cached and (hit := self._cache.get(key, self._reads.run(index_version))):
             result = msgspec.structs.replace(hit, query_id=str(uuid.uuid4()), asked_as=asked)
             self._query_log.record(caller, question, mode, result, None, cached=True,

@@ -50,7 +50,7 @@ class Terminal:
     def type(self, keys: str | bytes) -> None:
         os.write(self.fd, keys if isinstance(keys, bytes) else (keys + "\r").encode())
 
-    def expect(self, pattern: str, timeout: float = 60) -> str:
+    def expect(self, pattern: str, timeout: float = 120) -> str:
         """What the terminal showed since the last expectation, up to `pattern`."""
         deadline = time.monotonic() + timeout
         while not (found := re.search(pattern, self.screen[self._seen:])):
@@ -108,7 +108,7 @@ def test_kb_chat_reads_each_question_after_the_answer_before_it(chat_env):
     chat = Terminal([KB, "chat", "--groups", "all-employees", "--follows", str(uuid.uuid4())],
                     chat_env)
     try:
-        assert "/new 新しい会話" in chat.expect("続けて> ", timeout=120)
+        assert "/new 新しい会話" in chat.expect("続けて> ")
         chat.type(first)
         shown = chat.expect("続けて> ")
         assert "続きにする回答が見つかりません" in shown and "新しい会話として質問します" in shown

@@ -89,7 +89,10 @@ def test_codes_are_a_topic_whatever_was_cited():
     ("その届出はいつまでに？", "年次有給休暇・申請について、届出はいつまでに？"),
 ])
 def test_the_reading_puts_the_topic_before_what_the_question_asks(question, searched):
-    assert in_context(question, [TURN]) == searched
+    reading = in_context(question, [TURN])
+    assert reading.searched == searched
+    # The answer is written for the topic's first word: 申請 is the earlier turn's word.
+    assert reading.focused == searched.replace("年次有給休暇・申請", "年次有給休暇")
 
 
 def test_a_question_that_already_says_the_topic_has_nothing_added():
@@ -99,7 +102,8 @@ def test_a_question_that_already_says_the_topic_has_nothing_added():
 def test_the_latest_turns_topic_comes_first_and_at_most_three_words_are_added():
     asked = "育児休業は何歳まで"
     older = EarlierTurn(asked, asked, [cited("育児介護休業規程", "育児休業")])
-    assert in_context("それは？", [older, TURN]) == "年次有給休暇・申請・育児休業について、？"
+    assert in_context("それは？", [older, TURN]) == (
+        "年次有給休暇・申請・育児休業について、？", "年次有給休暇について、？")
 
 
 def test_the_samples_conversation_set_loads_and_each_kind_is_there():
