@@ -69,10 +69,11 @@ __all__ = [
 # part when it asks several things (kb_search/question_parts.py); `auto` part by part too,
 # unless one passage turns out to answer every part.
 AskMode = Literal["auto", "flash", "deep"]
+ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
+
 logger = logging.getLogger(__name__)
 # Threads that search a follow-up alone while its reading in context is searched.
 _ALONE = ThreadPoolExecutor(max_workers=16, thread_name_prefix="follow-up-alone")
-ASK_MODES: tuple[AskMode, ...] = ("auto", "flash", "deep")
 
 
 class OfferedPassage(PassageRef):
@@ -288,7 +289,7 @@ class AnswerFlow:
         # anticipates, and the question is still read offline.
         except Exception as exc:  # noqa: BLE001
             logger.warning("%s failed to rewrite a follow-up (%s: %s); read offline",
-                        model.name, type(exc).__name__, exc)
+                           model.name, type(exc).__name__, exc)
             return None
         return checked_rewrite(reply, question, turns)
 
@@ -400,4 +401,3 @@ def _parts_hits(retrieved: list[PreparedAnswer | None]) -> SearchResult:
     """Every part's passages, for the query log."""
     hits = [h for p in retrieved if p is not None for h in p.search.hits]
     return SearchResult(query="", took_ms=0.0, hits=hits)
-

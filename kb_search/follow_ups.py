@@ -5,15 +5,19 @@ that follows one is read with up to KB_CONVERSATION_TURNS earlier turns: their q
 searched, and the passages they cited that the caller may still read (a passage of a group the
 caller has since lost is neither used nor named).
 
-Its reading in context is the question with the earlier turns' topic put before it:
-「年次有給休暇・申請について、半日単位でも取れる？」. The topic of a turn is the codes it asked
+An ellipsis naming something of the kind of the latest turn's topic is that turn's question with
+it in the topic's place (`in_place`: 「課長の出張日当はいくらですか」 for 「じゃあ課長は？」).
+Otherwise its reading in context is the question with the earlier turns' topic put before it:
+「年次有給休暇・申請について、半日単位でも取れる？」, answered for the topic's first word
+(`Reading`). The topic of a turn is the codes it asked
 about and the words of its question that name the passages it cited (their document's title or
 heading: 年次有給休暇 of 「第22条（年次有給休暇の申請）」), then those their text writes; when
 none of them is readable any more, the first word it asked about. A question naming a code of
 its own asks about it instead of the earlier codes. Whether the reading is kept is judged by
 outcome (kb_search/answer_flow.py): it must find stronger evidence than the question alone, or
 as strong for a question that points back (それ, その, じゃあ…) or is an ellipsis (「部長な
-ら？」); a change of topic finds its evidence alone and keeps it.
+ら？」); a change of topic finds its evidence alone and keeps it, and a question of its own
+whose reading found only the earlier topic's passages is read alone (`speaks_of`).
 
 With an LLM answerer, the model writes the question out in full from the earlier turns
 (REWRITE_PROMPT) and its rewrite is read instead, once checked (`checked_rewrite`): every word
@@ -135,8 +139,6 @@ def in_context(question: str, history: list[EarlierTurn]) -> Reading | None:
     return Reading(f"{'・'.join(words)}について、{rest}", f"{words[0]}について、{rest}")
 
 
-
-
 def speaks_of(question: str, passages: list[SearchHit]) -> bool:
     """Whether the passages a reading found write a piece (two characters, as the keyword leg
     reads text) of a word the question says itself (「漢字」 of 「漢字表記は何ですか」), or the
@@ -147,6 +149,7 @@ def speaks_of(question: str, passages: list[SearchHit]) -> bool:
     own = [normalize(w) for w in _WORD.findall(_CODE.sub(" ", text)) if not _ASKING.match(w)]
     written = normalize(" ".join(h.content for h in passages))
     return not own or any(w[i:i + 2] in written for w in own for i in range(len(w) - 1))
+
 
 def in_place(question: str, history: list[EarlierTurn]) -> str | None:
     """The latest turn's question as searched with what the question names put in the place
@@ -180,6 +183,7 @@ def _same_kind(named: str, word: str) -> bool:
 
 def _letters(code: str) -> str:
     return re.sub(r"[^A-Za-z]", "", code).upper()
+
 
 def exchanges(history: list[EarlierTurn]) -> list[Exchange]:
     """The earlier turns as a model is shown them: each question, with its answer where the
