@@ -103,7 +103,7 @@ def topic(turn: EarlierTurn) -> list[str]:
     cited (its title or heading), then those the passages write; else its first word."""
     asked = unicodedata.normalize("NFKC", turn.asked_as)
     codes = _CODE.findall(asked)
-    words = [w for w in _WORD.findall(_CODE.sub(" ", asked)) if not _ASKING.match(w)]
+    words = _content_words(asked)
     named = normalize(" ".join(f"{h.title} {h.heading}" for h in turn.cited))
     written = normalize(" ".join(h.content for h in turn.cited))
     naming = [w for w in words if normalize(w) in named]
@@ -139,14 +139,18 @@ def in_context(question: str, history: list[EarlierTurn]) -> Reading | None:
     return Reading(f"{'・'.join(words)}について、{rest}", f"{words[0]}について、{rest}")
 
 
+def _content_words(text: str) -> list[str]:
+    """The words of `text` (NFKC) that are neither codes nor question words (何, 誰, どこ…)."""
+    return [w for w in _WORD.findall(_CODE.sub(" ", text)) if not _ASKING.match(w)]
+
+
 def speaks_of(question: str, passages: list[SearchHit]) -> bool:
     """Whether the passages a reading found write a piece (two characters, as the keyword leg
     reads text) of a word the question says itself (「漢字」 of 「漢字表記は何ですか」), or the
     question says none: a reading whose passages write nothing of the question's own words
     (「社内ロケット打ち上げ手順はどこですか」 read with 有給休暇) found the earlier topic, not what
     was asked."""
-    text = unicodedata.normalize("NFKC", question)
-    own = [normalize(w) for w in _WORD.findall(_CODE.sub(" ", text)) if not _ASKING.match(w)]
+    own = [normalize(w) for w in _content_words(unicodedata.normalize("NFKC", question))]
     written = normalize(" ".join(h.content for h in passages))
     return not own or any(w[i:i + 2] in written for w in own for i in range(len(w) - 1))
 

@@ -131,7 +131,8 @@ class QuestionsController(Controller):
     @get("/recent-questions", operation_id="recent_questions", responses=ERROR_RESPONSES,
          before_request=refuse_unknown_query)
     async def recent_questions(self, caller: Caller, query_log: QueryLog) -> RecentQuestions:
-        """The caller's own latest questions (their text only), newest first."""
+        """The caller's own latest questions, newest first: their text, and each with the
+        query_id of its latest answer (the conversation it reopens)."""
         recent = await anyio.to_thread.run_sync(query_log.recent, caller)
         return RecentQuestions([r.question for r in recent], recent)
 
